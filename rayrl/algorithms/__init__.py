@@ -1,0 +1,12 @@
+"""The algorithms rayrl ships, by name (the value of `algorithm.name` in a config)."""
+
+from __future__ import annotations
+
+from rayrl.algorithms import dqn
+from rayrl.algorithms.base import Algorithm
+
+ALGORITHMS: dict[str, Algorithm] = {
+    "dqn": dqn.ALGORITHM,
+}
+
+__all__ = ["ALGORITHMS", "Algorithm"]

@@ -1,0 +1,122 @@
+"""Network torsos and heads shared by the algorithms.
+
+A torso maps observations to features: an MLP for vector observations, the Nature-DQN CNN
+(Mnih et al. 2015) for stacked 84x84 frames, which it scales from uint8 to [0, 1] itself so
+that frames travel and are stored as bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from rayrl.errors import ConfigError
+
+NetworkKind = Literal["auto", "mlp", "nature_cnn"]
+
+
+class MLPTorso(nn.Module):
+    def __init__(self, in_features: int, hidden_sizes: tuple[int, ...]) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Flatten()]
+        size = in_features
+        for hidden in hidden_sizes:
+            layers += [nn.Linear(size, hidden), nn.ReLU()]
+            size = hidden
+        self.layers = nn.Sequential(*layers)
+        self.out_features = size
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.layers(obs.float())
+
+
+class NatureCNNTorso(nn.Module):
+    def __init__(self, in_channels: int, height: int, width: int) -> None:
+        super().__init__()
+        self.conv = nn.Sequential(
+            nn.Conv2d(in_channels, 32, kernel_size=8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, kernel_size=4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, kernel_size=3, stride=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            conv_out = self.conv(torch.zeros(1, in_channels, height, width)).shape[1]
+        self.fc = nn.Sequential(nn.Linear(conv_out, 512), nn.ReLU())
+        self.out_features = 512
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(obs.float() / 255.0))
+
+
+def make_torso(
+    kind: NetworkKind, observation_space: spaces.Space, hidden_sizes: tuple[int, ...]
+) -> MLPTorso | NatureCNNTorso:
+    """The torso for `observation_space`; "auto" picks the CNN for (C, H, W) byte images."""
+    shape = observation_space.shape
+    if shape is None:
+        raise ConfigError(f"observation space {observation_space} is not supported")
+    is_image = len(shape) == 3 and observation_space.dtype == np.uint8
+    if kind == "auto":
+        kind = "nature_cnn" if is_image else "mlp"
+    if kind == "nature_cnn":
+        if len(shape) != 3:
+            raise ConfigError(
+                f"algorithm.network='nature_cnn' needs (channels, height, width) observations; "
+                f"this env's are {shape}. Use 'mlp' or 'auto'"
+            )
+        return NatureCNNTorso(*shape)
+    return MLPTorso(int(np.prod(shape)), hidden_sizes)
+
+
+class QNetwork(nn.Module):
+    """Action values; the dueling head splits them into V(s) + A(s, a) - mean_a A(s, a)."""
+
+    def __init__(self, torso: nn.Module, num_actions: int, dueling: bool) -> None:
+        super().__init__()
+        self.torso = torso
+        features = torso.out_features
+        self.dueling = dueling
+        if dueling:
+            self.value = nn.Linear(features, 1)
+            self.advantage = nn.Linear(features, num_actions)
+        else:
+            self.q = nn.Linear(features, num_actions)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        features = self.torso(obs)
+        if not self.dueling:
+            return self.q(features)
+        advantage = self.advantage(features)
+        return self.value(features) + advantage - advantage.mean(dim=1, keepdim=True)
+
+
+def numpy_state_dict(module: nn.Module) -> dict[str, np.ndarray]:
+    """A CPU numpy copy of `module`'s state dict (what crosses the object store)."""
+    return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
+
+
+def load_numpy_state_dict(module: nn.Module, weights: dict[str, np.ndarray]) -> None:
+    """Load a state dict of numpy arrays into `module` in place."""
+    module.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in weights.items()})
+
+
+def resolve_device(device: str) -> torch.device:
+    """ "auto" is CUDA when torch sees a GPU, else CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError:
+        raise ConfigError(
+            f"learner.device={device!r} is not a torch device; valid: auto, cpu, cuda, cuda:N"
+        ) from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"learner.device={device!r} but torch sees no CUDA device; use 'auto'")
+    return resolved

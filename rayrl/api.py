@@ -1,0 +1,149 @@
+"""The Python API: everything the CLI does, callable from a notebook or a script.
+
+import rayrl
+result = rayrl.train("cartpole_dqn", overrides=["run.total_env_steps=50000"])
+print(result.final_eval.mean, result.run_dir)
+rayrl.evaluate(result.run_dir, episodes=10)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rayrl.algorithms import ALGORITHMS
+from rayrl.checkpoint import load_checkpoint
+from rayrl.config import Config, apply_override, config_from_dict, load_config, with_overrides
+from rayrl.core import EvalResult
+from rayrl.envs import check_env, env_spec
+from rayrl.errors import CheckpointError
+from rayrl.evaluation import Evaluator
+from rayrl.recorders import make_recorders
+from rayrl.rundir import RunDirectory
+from rayrl.session import Counters, TrainingSession, TrainResult, policy_from_checkpoint
+
+logger = logging.getLogger(__name__)
+
+
+def validate(config: Config, checkpoint: dict[str, Any] | None = None) -> None:
+    """Everything that can be checked before work starts: the env id, that the algorithm
+    can act in that env (action space, network), and that a checkpoint to resume from fits
+    the configured network. Builds one CPU policy."""
+    check_env(config.env)
+    spec = env_spec(config.env)
+    policy = ALGORITHMS[config.algorithm.name].make_policy(config, spec, None)
+    if checkpoint is not None:
+        try:
+            policy.set_weights(policy_from_checkpoint(checkpoint))
+        except (RuntimeError, KeyError) as exc:
+            first_line = str(exc).strip().splitlines()[0]
+            raise CheckpointError(
+                f"the checkpoint to resume from does not fit the configured network: {first_line}"
+            ) from None
+
+
+def resolve(
+    config: Config | str | Path | None = None,
+    overrides: Sequence[str] = (),
+    resume: str | Path | None = None,
+) -> tuple[Config, RunDirectory | None]:
+    """The config of a run: a preset name, YAML path or Config (None: the default preset)
+    with overrides; or, with `resume`, the saved config of that run with overrides."""
+    if resume is not None:
+        run_dir = RunDirectory.open(resume)
+        raw = run_dir.raw_config()
+        for override in overrides:
+            apply_override(raw, override)
+        return config_from_dict(raw), run_dir
+    if isinstance(config, Config):
+        return with_overrides(config, overrides), None
+    return load_config(config, overrides), None
+
+
+def train(
+    config: Config | str | Path | None = None,
+    *,
+    overrides: Sequence[str] = (),
+    resume: str | Path | None = None,
+    address: str | None = None,
+    started_at: float | None = None,
+) -> TrainResult:
+    """Train until a stop condition and return how the run ended.
+
+    Args:
+        config: a `Config`, a preset name or a YAML path; None is the default preset.
+        overrides: `dotted.key=value` strings applied on top.
+        resume: a run directory to continue from its latest checkpoint (its saved config,
+            plus `overrides`, e.g. a different `workers.num_workers` or a longer
+            `run.total_env_steps`).
+        address: Ray cluster to join ("auto", "ray://host:port", "host:port"); None starts
+            a local Ray sized to this machine (Ray runtime only).
+        started_at: `time.time()` at which the user started the run; time-to-target and time
+            budgets count from it (default: now).
+    """
+    started_at = time.time() if started_at is None else started_at
+    config, run_dir = resolve(config, overrides, resume)
+    payload: dict[str, Any] | None = None
+    counters = Counters()
+    if run_dir is not None:
+        payload = load_checkpoint(run_dir.latest_checkpoint, algorithm=config.algorithm.name)
+        counters = Counters.from_dict(payload["counters"])
+    validate(config, payload)
+    if run_dir is not None:
+        run_dir.write_config(config)
+        logger.info("resuming %s at %d env steps", run_dir.root, counters.env_steps)
+    else:
+        run_dir = RunDirectory.create(config, f"{_label(config)}")
+    recorders = make_recorders(config, run_dir, counters.env_steps, counters.elapsed_s)
+    session = TrainingSession(config, run_dir, recorders, counters, started_at)
+    try:
+        if config.run.runtime == "local":
+            from rayrl.trainer import train_local
+
+            return train_local(config, session, payload)
+        from rayrl.runtime import train_ray
+
+        return train_ray(config, session, payload, address=address)
+    finally:
+        recorders.close()
+
+
+def _label(config: Config) -> str:
+    env = config.env.id.split("/")[-1].split("-v")[0].lower()
+    return f"{env}-{config.algorithm.name}"
+
+
+def checkpoint_path(path: str | Path, which: str = "best") -> Path:
+    """A checkpoint file from a run directory (`best`, else `latest`) or a file path."""
+    path = Path(path)
+    if path.is_dir():
+        run_dir = RunDirectory.open(path)
+        preferred = run_dir.best_checkpoint if which == "best" else run_dir.latest_checkpoint
+        if preferred.is_file():
+            return preferred
+        if run_dir.latest_checkpoint.is_file():
+            return run_dir.latest_checkpoint
+        raise CheckpointError(f"run directory '{path}' has no checkpoint yet")
+    return path
+
+
+def evaluate(path: str | Path, episodes: int = 10, which: str = "best") -> EvalResult:
+    """Evaluate a run's best (or latest) checkpoint, or a checkpoint file, greedily."""
+    checkpoint = checkpoint_path(path, which)
+    payload = load_checkpoint(checkpoint)
+    config = config_from_dict(payload["config"])
+    check_env(config.env)
+    evaluator = Evaluator(config)
+    try:
+        evaluator.policy.set_weights(policy_from_checkpoint(payload))
+    except (RuntimeError, KeyError) as exc:
+        raise CheckpointError(
+            f"checkpoint '{checkpoint}' does not fit its own config's network: {exc}"
+        ) from None
+    try:
+        return evaluator.evaluate(None, episodes)
+    finally:
+        evaluator.close()

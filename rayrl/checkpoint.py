@@ -1,0 +1,92 @@
+"""Checkpoints: learner state, optimizer, counters and the resolved config, in one file.
+
+Written to a temporary file and moved into place with `os.replace`, so a crash mid-write
+never leaves a truncated checkpoint where a good one was. Loaded with
+`torch.load(weights_only=True)`: a checkpoint holds tensors and plain values only, so
+loading one never runs code. The format carries a version number, checked on load.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rayrl.errors import CheckpointError
+
+FORMAT = "rayrl-checkpoint"
+FORMAT_VERSION = 1
+
+
+def save_checkpoint(
+    path: Path,
+    *,
+    algorithm: str,
+    learner: dict[str, Any],
+    policy: dict[str, Any],
+    counters: dict[str, float],
+    config: dict[str, Any],
+) -> None:
+    """Atomically write a checkpoint to `path`.
+
+    `learner` is the full learner state (networks, optimizer) that a resumed run continues
+    from; `policy` ({"version", "weights"}) the acting weights that evaluation loads, which
+    for `best.pt` are exactly the weights that were evaluated.
+    """
+    payload = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "algorithm": algorithm,
+        "learner": learner,
+        "policy": policy,
+        "counters": counters,
+        "config": config,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        torch.save(payload, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path, *, algorithm: str | None = None) -> dict[str, Any]:
+    """Read and check a checkpoint; tensors are loaded onto the CPU."""
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint '{path}' does not exist")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, OSError) as exc:
+        raise CheckpointError(
+            f"checkpoint '{path}' is corrupt or not a rayrl checkpoint ({exc.__class__.__name__})"
+        ) from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"'{path}' is not a rayrl checkpoint")
+    version = payload.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"checkpoint '{path}' has format version {version}; this rayrl reads version "
+            f"{FORMAT_VERSION}"
+        )
+    if algorithm is not None and payload["algorithm"] != algorithm:
+        raise CheckpointError(
+            f"checkpoint '{path}' was written by algorithm '{payload['algorithm']}', "
+            f"but the config uses '{algorithm}'"
+        )
+    return payload
+
+
+def load_learner_state(learner: Any, payload: dict[str, Any], path: Path) -> None:
+    """Load a checkpoint's learner state, turning a shape mismatch into a clear error."""
+    try:
+        learner.load_state_dict(payload["learner"])
+    except (RuntimeError, KeyError, ValueError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        raise CheckpointError(
+            f"checkpoint '{path}' does not fit the configured network: {first_line}"
+        ) from None

@@ -1,0 +1,173 @@
+"""The `rayrl` command line.
+
+User errors (bad config, unknown env, missing checkpoint) print one line and exit with
+status 2; `--debug` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from rayrl.errors import UserError
+
+EXIT_USER_ERROR = 2
+
+
+def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn a `UserError` into one line on stderr and exit status 2 (unless --debug)."""
+
+    @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+    @functools.wraps(command)
+    def wrapper(*args: Any, debug: bool, **kwargs: Any) -> Any:
+        logging.basicConfig(
+            level=logging.DEBUG if debug else logging.INFO,
+            format="%(asctime)s %(name)s: %(message)s",
+            datefmt="%H:%M:%S",
+        )
+        try:
+            return command(*args, **kwargs)
+        except UserError as exc:
+            if debug:
+                raise
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_USER_ERROR)
+
+    return wrapper
+
+
+config_option = click.option(
+    "--config",
+    "-c",
+    "config",
+    default=None,
+    metavar="NAME_OR_PATH",
+    help="A preset name (see `rayrl presets`) or a YAML file. Default: cartpole_dqn.",
+)
+set_option = click.option(
+    "--set",
+    "-s",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a config value, e.g. --set learner.lr=1e-4 (repeatable; values are YAML).",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="rayrl")
+def main() -> None:
+    """rayrl: scalable actor-learner reinforcement learning on Ray."""
+
+
+@main.command()
+@config_option
+@set_option
+@click.option(
+    "--resume",
+    metavar="RUN_DIR",
+    default=None,
+    help="Continue a run from its latest checkpoint (its saved config, plus --set overrides).",
+)
+@click.option(
+    "--runtime",
+    type=click.Choice(["ray", "local"]),
+    default=None,
+    help="Shortcut for --set run.runtime=...: Ray actors (default) or one process.",
+)
+@click.option(
+    "--address",
+    default=None,
+    metavar="ADDRESS",
+    help="Join a running Ray cluster: auto, host:port or ray://host:port. Default: start a "
+    "local Ray for this run.",
+)
+@_user_errors
+def train(
+    config: str | None,
+    overrides: tuple[str, ...],
+    resume: str | None,
+    runtime: str | None,
+    address: str | None,
+) -> None:
+    """Train an agent (default: DQN on CartPole with the Ray runtime)."""
+    started_at = time.time()
+    from rayrl.api import train as run_training
+
+    if resume is not None and config is not None:
+        raise UserError("--resume continues a run with its saved config; drop --config")
+    overrides = overrides + ((f"run.runtime={runtime}",) if runtime else ())
+    result = run_training(
+        config, overrides=overrides, resume=resume, address=address, started_at=started_at
+    )
+    counters = result.counters
+    click.echo("")
+    click.echo(result.summary)
+    click.echo(
+        f"stopped: {result.stop_reason} after {result.wall_s:.1f} s "
+        f"({counters.env_steps:,} env steps, {counters.updates:,} learner updates)"
+    )
+    if result.final_eval is not None:
+        evaluation = result.final_eval
+        click.echo(
+            f"final evaluation: mean return {evaluation.mean:.1f} over {len(evaluation.returns)} "
+            f"episodes (std {evaluation.returns.std():.1f}, min {evaluation.returns.min():.1f}, "
+            f"max {evaluation.returns.max():.1f})"
+        )
+    if result.target_reached_s is not None:
+        click.echo(f"target return reached in {result.target_reached_s:.1f} s")
+    click.echo(f"run directory: {result.run_dir}")
+
+
+@main.command("show-config")
+@config_option
+@set_option
+@_user_errors
+def show_config(config: str | None, overrides: tuple[str, ...]) -> None:
+    """Print the resolved config as YAML."""
+    from rayrl.config import config_to_yaml, load_config
+
+    click.echo(config_to_yaml(load_config(config, overrides)), nl=False)
+
+
+@main.command()
+def presets() -> None:
+    """List the config presets shipped with rayrl."""
+    from rayrl.config import DEFAULT_PRESET, preset_names
+
+    for name in preset_names():
+        click.echo(name + ("  (default)" if name == DEFAULT_PRESET else ""))
+
+
+@main.command()
+@click.argument("path", metavar="RUN_DIR_OR_CHECKPOINT")
+@click.option("--episodes", "-n", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--checkpoint",
+    "which",
+    type=click.Choice(["best", "latest"]),
+    default="best",
+    show_default=True,
+    help="Which checkpoint of a run directory to load.",
+)
+@_user_errors
+def evaluate(path: str, episodes: int, which: str) -> None:
+    """Evaluate a run (its best checkpoint) or a checkpoint file with the greedy policy."""
+    from rayrl.api import evaluate as run_evaluation
+
+    result = run_evaluation(path, episodes=episodes, which=which)
+    returns = result.returns
+    click.echo(
+        f"{len(returns)} episodes: mean {returns.mean():.2f}  std {returns.std():.2f}  "
+        f"min {returns.min():.2f}  max {returns.max():.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""The value types that cross component (and process) boundaries, and the interfaces.
+
+Data flow, in one process or spread over Ray actors by `rayrl.runtime`::
+
+    env --StepBatch--> StepProcessor --TransitionChunk--> ReplayBuffer --TransitionBatch-->
+    Learner --ModelInfo--> Policy (in every worker) --actions--> env
+
+Everything here is plain data (numpy arrays, ints, floats) so that it pickles cheaply and
+travels through Ray's object store without copies; torch tensors never cross a process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Versioned policy weights, published by the learner and applied by every worker.
+
+    `weights` is a CPU state dict of numpy arrays (several times faster through Ray's object
+    store than torch tensors). `version` counts publications and grows by one each time.
+    """
+
+    version: int
+    weights: dict[str, np.ndarray]
+    published_at: float = 0.0
+    """`time.time()` at publication, for the weight-sync latency metric."""
+
+
+@dataclass
+class StepBatch:
+    """One step of a vector env: in `obs[i]`, `actions[i]` led to `next_obs[i]`.
+
+    `next_obs` is always the true successor, also where an episode ended (the autoreset
+    adapter takes it from the env's final observation); the next step's `obs` is the reset
+    observation where `env_reset` is set.
+    """
+
+    obs: np.ndarray
+    """Observations the actions were taken in, shape (num_envs, *obs_shape)."""
+    actions: np.ndarray
+    """Actions taken, shape (num_envs, ...)."""
+    rewards: np.ndarray
+    """Learning-signal rewards (sign-clipped where configured), float32 (num_envs,)."""
+    terminated: np.ndarray
+    """True where the successor is terminal for learning: no bootstrap. Includes a lost life
+    when `env.terminal_on_life_loss` is set."""
+    truncated: np.ndarray
+    """True where the episode was cut (time limit): bootstrap from `next_obs`."""
+    next_obs: np.ndarray
+    """True successor observations, shape (num_envs, *obs_shape)."""
+    env_reset: np.ndarray
+    """True where the env restarted after this step, so the next `obs` begins a new episode."""
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+    """Policy outputs the processor may keep, e.g. behaviour log-probs and values."""
+
+
+@dataclass
+class PolicyOutput:
+    """What a policy returns for a batch of observations."""
+
+    actions: np.ndarray
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+    """Algorithm-specific per-env outputs (IMPALA: behaviour log-probs)."""
+
+
+@dataclass
+class TransitionChunk:
+    """N-step transitions from one worker, with each observation frame stored once.
+
+    `frames` holds unique frames (an 84x84 Atari frame, or a whole observation where
+    observations are not stacked); `obs_idx[t]` and `next_obs_idx[t]` index into it, one
+    index per stacked frame. A stacked Atari transition thus costs about one frame instead
+    of eight. A chunk is self-contained: every index points into its own `frames`.
+    """
+
+    frames: np.ndarray
+    obs_idx: np.ndarray
+    """int32 (T, stack) indices into `frames`; stack is 1 for unstacked observations."""
+    actions: np.ndarray
+    rewards: np.ndarray
+    """float32 (T,): discounted n-step reward sum."""
+    discounts: np.ndarray
+    """float32 (T,): gamma**k to the bootstrap observation, 0 where the episode terminated."""
+    next_obs_idx: np.ndarray
+    """int32 (T, stack): the bootstrap observation (n steps later, or the episode's last)."""
+    policy_version: int
+    """Version of the weights that chose most of these actions (the oldest, conservatively)."""
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
+@dataclass
+class TransitionBatch:
+    """A training batch sampled from replay."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    discounts: np.ndarray
+    next_obs: np.ndarray
+    weights: np.ndarray
+    """Importance-sampling weights (all ones for uniform replay), float32 (B,)."""
+    indices: np.ndarray
+    """int64 (B,) handles for `update_priorities`; stale handles are ignored there."""
+
+
+@dataclass
+class UpdateResult:
+    """What one learner update returns."""
+
+    metrics: dict[str, float]
+    """Namespaced scalars (`learner/...`)."""
+    priorities: np.ndarray | None = None
+    """New priorities for the batch's `indices` (prioritized replay), or None."""
+
+
+@dataclass
+class ChunkStats:
+    """What a worker reports with each chunk; small, so the driver fetches it."""
+
+    worker_index: int
+    env_steps: int
+    episode_returns: list[float]
+    """Undiscounted, unclipped returns of the episodes (whole games) that ended."""
+    episode_lengths: list[int]
+    policy_version: int
+    act_s: float = 0.0
+    """Seconds spent in policy inference."""
+    step_s: float = 0.0
+    """Seconds spent stepping the env."""
+    process_s: float = 0.0
+    """Seconds spent in the step processor."""
+    sync_latencies_s: list[float] = field(default_factory=list)
+    """For each weight version first used in this chunk: its publish-to-first-use delay."""
+
+
+@dataclass
+class EvalResult:
+    """Returns and lengths of evaluation episodes."""
+
+    returns: np.ndarray
+    lengths: np.ndarray
+    policy_version: int = 0
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.returns))
+
+    def summary(self) -> dict[str, float]:
+        """Namespaced metrics of this evaluation."""
+        return {
+            "eval/return_mean": self.mean,
+            "eval/return_std": float(np.std(self.returns)),
+            "eval/return_min": float(np.min(self.returns)),
+            "eval/return_max": float(np.max(self.returns)),
+            "eval/length_mean": float(np.mean(self.lengths)),
+            "eval/episodes": float(len(self.returns)),
+        }
+
+
+class Policy(Protocol):
+    """Acts in the workers (CPU, no optimizer). Used like::
+
+    out = policy.act(obs, explore=True, env_steps=total)   # per-env exploration inside
+    step = env.step(out.actions)
+    ...
+    policy.set_weights(model_info)                        # between chunks, never blocking
+    """
+
+    version: int
+
+    def act(self, obs: np.ndarray, *, explore: bool, env_steps: int = 0) -> PolicyOutput: ...
+
+    def set_weights(self, info: ModelInfo) -> None: ...
+
+
+class Learner(Protocol):
+    """Owns the trainable network and its optimizer. Used like::
+
+    result = learner.update(batch)            # one optimization step
+    buffer.update_priorities(batch.indices, result.priorities)
+    info = learner.get_weights()              # every sync_interval updates
+    """
+
+    updates: int
+
+    def update(self, batch: Any) -> UpdateResult: ...
+
+    def get_weights(self) -> ModelInfo: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+class StepProcessor(Protocol):
+    """Turns env steps into what the buffer stores (n-step transitions, unrolls)."""
+
+    def process(self, step: StepBatch, policy_version: int) -> None: ...
+
+    def flush(self) -> Any:
+        """Everything completed since the last flush, as one chunk."""
+        ...
+
+
+class ReplayBuffer(Protocol):
+    """Stores chunks, serves batches."""
+
+    def add(self, chunk: TransitionChunk) -> None: ...
+
+    def sample(self, batch_size: int) -> TransitionBatch: ...
+
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
+class Evaluator(Protocol):
+    """Runs greedy episodes on a separate env with the given weights."""
+
+    def evaluate(self, info: ModelInfo, episodes: int) -> EvalResult: ...
+
+
+class Recorder(Protocol):
+    """Receives namespaced metrics (`worker/`, `learner/`, `replay/`, `eval/`) at an env step."""
+
+    def record(self, metrics: Mapping[str, float], env_steps: int) -> None: ...
+
+    def close(self) -> None: ...

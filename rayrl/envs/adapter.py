@@ -1,0 +1,129 @@
+"""The one place where gymnasium's autoreset semantics are resolved.
+
+rayrl runs every vector env in gymnasium's SAME_STEP autoreset mode: a step that ends an
+episode returns the *reset* observation, and the true final observation arrives in
+`info["final_obs"]`. This adapter turns that into a `StepBatch` whose `next_obs` is always the
+true successor, so a transition is never paired with the next episode's first observation
+(the off-by-one that the NEXT_STEP default invites), and no step is wasted on a reset.
+
+It also applies the training-only learning signal (sign-clipped rewards, a lost life as a
+terminal) while counting episode returns on the raw rewards of whole games.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from rayrl.core import StepBatch
+
+
+class Episode(NamedTuple):
+    """A finished episode: a whole game, raw (unclipped) rewards."""
+
+    env_index: int
+    episode_return: float
+    length: int
+
+
+class VectorEnvAdapter:
+    """A SAME_STEP gymnasium vector env seen as a stream of `StepBatch`es."""
+
+    def __init__(
+        self,
+        env: gym.vector.VectorEnv,
+        *,
+        clip_rewards: bool = False,
+        terminal_on_life_loss: bool = False,
+    ) -> None:
+        mode = env.metadata.get("autoreset_mode")
+        if mode != AutoresetMode.SAME_STEP:
+            raise ValueError(f"VectorEnvAdapter needs autoreset mode SAME_STEP, got {mode}")
+        self.env = env
+        self.num_envs = env.num_envs
+        self.single_observation_space = env.single_observation_space
+        self.single_action_space = env.single_action_space
+        self.clip_rewards = clip_rewards
+        self.terminal_on_life_loss = terminal_on_life_loss
+        self.obs: np.ndarray = np.empty(0)
+        """Observations the next actions are taken in."""
+        self._lives: np.ndarray | None = None
+        self._returns = np.zeros(self.num_envs, dtype=np.float64)
+        self._lengths = np.zeros(self.num_envs, dtype=np.int64)
+        self._finished: list[Episode] = []
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        """Reset every env (env i gets seed + i) and return the first observations."""
+        obs, info = self.env.reset(seed=seed)
+        self.obs = self._cast(obs)
+        self._lives = self._read_lives(info)
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+        self._finished = []
+        return self.obs
+
+    def step(self, actions: np.ndarray, extras: dict[str, np.ndarray] | None = None) -> StepBatch:
+        """Step every env; `self.obs` moves on to the observations for the next actions."""
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        obs = self._cast(obs)
+        terminated = np.asarray(terminated, dtype=bool)
+        truncated = np.asarray(truncated, dtype=bool)
+        env_reset = terminated | truncated
+        raw_rewards = np.asarray(rewards, dtype=np.float64)
+
+        next_obs = obs
+        if env_reset.any():
+            next_obs = obs.copy()
+            final_obs = info["final_obs"]
+            for i in np.flatnonzero(env_reset):
+                next_obs[i] = final_obs[i]
+
+        learn_terminated = terminated.copy()
+        lives = self._read_lives(info)
+        if self.terminal_on_life_loss and lives is not None and self._lives is not None:
+            learn_terminated |= (lives < self._lives) & ~env_reset
+        self._lives = lives
+
+        learn_rewards = np.sign(raw_rewards) if self.clip_rewards else raw_rewards
+        self._track_episodes(raw_rewards, env_reset)
+        step = StepBatch(
+            obs=self.obs,
+            actions=np.asarray(actions),
+            rewards=learn_rewards.astype(np.float32),
+            terminated=learn_terminated,
+            truncated=truncated & ~terminated,
+            next_obs=next_obs,
+            env_reset=env_reset,
+            extras=extras or {},
+        )
+        self.obs = obs
+        return step
+
+    def pop_episodes(self) -> list[Episode]:
+        """The episodes that ended since the last call, in the order they ended."""
+        finished, self._finished = self._finished, []
+        return finished
+
+    def close(self) -> None:
+        self.env.close()
+
+    def _track_episodes(self, raw_rewards: np.ndarray, env_reset: np.ndarray) -> None:
+        self._returns += raw_rewards
+        self._lengths += 1
+        for i in np.flatnonzero(env_reset):
+            self._finished.append(Episode(int(i), float(self._returns[i]), int(self._lengths[i])))
+            self._returns[i] = 0.0
+            self._lengths[i] = 0
+
+    @staticmethod
+    def _cast(obs: np.ndarray) -> np.ndarray:
+        # float64 observations would double replay memory for no gain in precision that matters
+        return obs.astype(np.float32) if obs.dtype == np.float64 else obs
+
+    @staticmethod
+    def _read_lives(info: dict[str, Any]) -> np.ndarray | None:
+        lives = info.get("lives")
+        return None if lives is None else np.asarray(lives).copy()

@@ -1,0 +1,57 @@
+"""Evaluation: greedy episodes on a separate env that sees whole games and raw scores."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rayrl.algorithms import ALGORITHMS
+from rayrl.config import Config
+from rayrl.core import EvalResult, ModelInfo
+from rayrl.envs import make_env, spec_of
+from rayrl.seeding import derive_seed
+
+MAX_EVAL_ENVS = 16
+"""Evaluation episodes run side by side in one vector env, at most this many at a time."""
+
+
+class Evaluator:
+    """Runs `episodes` evaluation episodes with given weights.
+
+    Episodes are spread evenly over the envs and each env plays exactly its share, so that
+    short episodes are not over-represented. Each evaluation uses fresh, reproducible seeds.
+    """
+
+    def __init__(self, config: Config) -> None:
+        torch.set_num_threads(1)
+        self.config = config
+        num_envs = min(config.run.eval_episodes, MAX_EVAL_ENVS)
+        self.env = make_env(config.env, num_envs, training=False, num_threads=num_envs)
+        spec = spec_of(self.env, config.env)
+        self.policy = ALGORITHMS[config.algorithm.name].make_policy(config, spec, None)
+        self.seed = derive_seed(config.run.seed, "eval")
+        self.evaluations = 0
+
+    def evaluate(self, info: ModelInfo | None, episodes: int) -> EvalResult:
+        if info is not None:
+            self.policy.set_weights(info)
+        num_envs = self.env.num_envs
+        quota = np.full(num_envs, episodes // num_envs)
+        quota[: episodes % num_envs] += 1
+        done = np.zeros(num_envs, dtype=int)
+        returns: list[float] = []
+        lengths: list[int] = []
+        self.env.reset(seed=self.seed + 10_000 * self.evaluations)
+        self.evaluations += 1
+        while (done < quota).any():
+            out = self.policy.act(self.env.obs, explore=False)
+            self.env.step(out.actions)
+            for episode in self.env.pop_episodes():
+                if done[episode.env_index] < quota[episode.env_index]:
+                    done[episode.env_index] += 1
+                    returns.append(episode.episode_return)
+                    lengths.append(episode.length)
+        return EvalResult(np.array(returns), np.array(lengths), self.policy.version)
+
+    def close(self) -> None:
+        self.env.close()

@@ -1,0 +1,193 @@
+"""Recorders: where namespaced metrics go, always at an env-step count.
+
+JSONL in the run directory (always), the console (a live progress bar on a terminal, a
+line every few seconds in a log), Weights & Biases and TensorBoard. Only the driver
+process records; workers and learner send their numbers to it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import netrc
+import os
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from rayrl.config import Config, config_to_dict
+from rayrl.core import Recorder
+from rayrl.errors import ConfigError
+from rayrl.rundir import RunDirectory
+
+logger = logging.getLogger(__name__)
+
+
+class JsonlRecorder:
+    """One JSON object per record: `env_steps`, `time_s` and the metrics. Appends, so a
+    resumed run continues the same file."""
+
+    def __init__(self, path: Path, time_offset_s: float = 0.0) -> None:
+        self.path = path
+        self._file = open(path, "a", buffering=1)  # noqa: SIM115 -- kept open for the run
+        self._start = time.perf_counter() - time_offset_s
+
+    def record(self, metrics: Mapping[str, float], env_steps: int) -> None:
+        row = {"env_steps": env_steps, "time_s": round(time.perf_counter() - self._start, 3)}
+        row.update({k: v for k, v in metrics.items() if math.isfinite(v)})
+        self._file.write(json.dumps(row) + "\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class ConsoleRecorder:
+    """A progress bar on a terminal; a plain line every `line_interval_s` otherwise."""
+
+    def __init__(
+        self, total_env_steps: int, initial_env_steps: int = 0, line_interval_s: float = 10.0
+    ) -> None:
+        self.interactive = sys.stderr.isatty()
+        self.bar = tqdm(
+            total=total_env_steps,
+            initial=initial_env_steps,
+            unit="step",
+            unit_scale=True,
+            dynamic_ncols=True,
+            disable=not self.interactive,
+            mininterval=0.5,
+        )
+        self.line_interval_s = line_interval_s
+        self._last_line = 0.0
+        self._shown: dict[str, float] = {}
+
+    def record(self, metrics: Mapping[str, float], env_steps: int) -> None:
+        for key, label in (
+            ("worker/env_steps_per_s", "steps/s"),
+            ("worker/episode_return", "return"),
+            ("eval/return_mean", "eval"),
+        ):
+            if key in metrics:
+                self._shown[label] = metrics[key]
+        text = {k: f"{v:.4g}" for k, v in self._shown.items()}
+        if self.interactive:
+            self.bar.update(max(0, env_steps - self.bar.n))
+            self.bar.set_postfix(text, refresh=False)
+        elif time.monotonic() - self._last_line >= self.line_interval_s or "eval/return_mean" in (
+            metrics
+        ):
+            self._last_line = time.monotonic()
+            parts = " ".join(f"{k}={v}" for k, v in text.items())
+            print(f"[rayrl] env_steps={env_steps:,} {parts}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class TensorboardRecorder:
+    def __init__(self, log_dir: Path) -> None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            raise ConfigError(
+                "logging.tensorboard=true needs the tensorboard package: "
+                "pip install 'rayrl[tensorboard]'"
+            ) from None
+        self.writer = SummaryWriter(str(log_dir))
+
+    def record(self, metrics: Mapping[str, float], env_steps: int) -> None:
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value, env_steps)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def wandb_mode(configured: str) -> str:
+    """The W&B mode to run in: WANDB_MODE wins; "auto" is online only with an API key."""
+    if os.environ.get("WANDB_MODE"):
+        return os.environ["WANDB_MODE"]
+    if configured != "auto":
+        return configured
+    if os.environ.get("WANDB_API_KEY"):
+        return "online"
+    try:
+        netrc_path = os.environ.get("NETRC", str(Path.home() / ".netrc"))
+        if netrc.netrc(netrc_path).authenticators("api.wandb.ai"):
+            return "online"
+    except (FileNotFoundError, netrc.NetrcParseError, OSError):
+        pass
+    return "offline"
+
+
+class WandbRecorder:
+    """One W&B run per training run; a resumed run continues the same W&B run.
+
+    Env steps are the x-axis of every metric. Only the resolved config's plain values are
+    sent, so nothing W&B cannot serialize ever reaches it.
+    """
+
+    def __init__(self, config: Config, run_dir: RunDirectory) -> None:
+        import wandb
+
+        settings = config.logging.wandb
+        id_file = run_dir.root / "wandb_run_id"
+        run_id = id_file.read_text().strip() if id_file.is_file() else wandb.util.generate_id()
+        id_file.write_text(run_id)
+        self.run = wandb.init(
+            project=settings.project,
+            entity=settings.entity,
+            group=settings.group,
+            name=settings.name or run_dir.root.name,
+            tags=list(settings.tags),
+            config=config_to_dict(config),
+            dir=str(run_dir.root),
+            id=run_id,
+            resume="allow",
+            mode=wandb_mode(settings.mode),
+        )
+        self.run.define_metric("env_steps")
+        self.run.define_metric("*", step_metric="env_steps")
+
+    def record(self, metrics: Mapping[str, float], env_steps: int) -> None:
+        self.run.log({**metrics, "env_steps": env_steps})
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+class Recorders:
+    """Fans every record out to the configured recorders."""
+
+    def __init__(self, recorders: list[Any]) -> None:
+        self.recorders = recorders
+
+    def record(self, metrics: Mapping[str, float], env_steps: int) -> None:
+        for recorder in self.recorders:
+            recorder.record(metrics, env_steps)
+
+    def close(self) -> None:
+        for recorder in self.recorders:
+            try:
+                recorder.close()
+            except Exception:
+                logger.exception("closing recorder %s failed", type(recorder).__name__)
+
+
+def make_recorders(
+    config: Config, run_dir: RunDirectory, initial_env_steps: int = 0, time_offset_s: float = 0.0
+) -> Recorders:
+    """The recorders the config asks for; JSONL always."""
+    recorders: list[Recorder] = [JsonlRecorder(run_dir.metrics_path, time_offset_s)]
+    if config.logging.console:
+        recorders.append(ConsoleRecorder(config.run.total_env_steps, initial_env_steps))
+    if config.logging.tensorboard:
+        recorders.append(TensorboardRecorder(run_dir.root / "tensorboard"))
+    if config.logging.wandb.enabled:
+        recorders.append(WandbRecorder(config, run_dir))
+    return Recorders(recorders)

@@ -1,0 +1,43 @@
+"""Replay: frame-deduplicated uniform and prioritized buffers, and the rate limiter."""
+
+from __future__ import annotations
+
+from rayrl.config import Config
+from rayrl.replay.buffer import PrioritizedReplay, UniformReplay, frame_capacity_for
+from rayrl.replay.rate_limiter import RateLimiter
+
+__all__ = ["PrioritizedReplay", "RateLimiter", "UniformReplay", "make_buffer", "make_limiter"]
+
+
+def make_buffer(
+    config: Config, *, n_step: int, frame_stack: int | None, seed: int
+) -> UniformReplay:
+    """The configured buffer, its frame ring sized for the configured chunks."""
+    replay = config.replay
+    stacked = frame_stack is not None
+    frame_capacity = frame_capacity_for(
+        replay.capacity, config.workers.steps_per_chunk, n_step, frame_stack or 1
+    )
+    if not replay.prioritized:
+        return UniformReplay(replay.capacity, frame_capacity, seed, stacked=stacked)
+    return PrioritizedReplay(
+        replay.capacity,
+        frame_capacity,
+        seed,
+        stacked=stacked,
+        alpha=replay.priority_alpha,
+        beta_start=replay.priority_beta_start,
+        beta_end=replay.priority_beta_end,
+        beta_anneal_samples=replay.priority_beta_anneal_updates,
+        epsilon=replay.priority_epsilon,
+    )
+
+
+def make_limiter(config: Config) -> RateLimiter:
+    """The configured samples-per-insert limiter."""
+    return RateLimiter.for_sizes(
+        config.replay.samples_per_insert,
+        config.replay.min_size,
+        chunk_size=config.chunk_size,
+        batch_size=config.learner.batch_size,
+    )

@@ -1,0 +1,212 @@
+"""What both runtimes share around the training loop: counters, the evaluation, checkpoint
+and logging schedules, stop conditions, the best checkpoint and the run's result.
+
+The local trainer and the Ray driver differ only in how they get chunks, updates and
+evaluations; everything they decide from those lives here, once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rayrl.checkpoint import load_checkpoint, save_checkpoint
+from rayrl.config import Config, config_to_dict
+from rayrl.core import EvalResult, ModelInfo
+from rayrl.recorders import Recorders
+from rayrl.rundir import RunDirectory
+from rayrl.stats import RunStats
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Counters:
+    """Progress that a checkpoint keeps and a resumed run continues from."""
+
+    env_steps: int = 0
+    updates: int = 0
+    episodes: int = 0
+    evaluations: int = 0
+    elapsed_s: float = 0.0
+    """Wall time of the run's earlier segments (before a resume)."""
+    best_eval_return: float = -math.inf
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Counters:
+        known = {k: data[k] for k in asdict(cls()) if k in data}
+        return cls(**known)
+
+
+@dataclass
+class TrainResult:
+    """How a run ended."""
+
+    run_dir: Path
+    stop_reason: str
+    counters: Counters
+    final_eval: EvalResult | None
+    wall_s: float
+    """Wall time of this segment, from the start of the process (Ray's start included)."""
+    target_reached_s: float | None = None
+    """Seconds from the start until an evaluation first reached `run.target_return`."""
+    summary: str = ""
+    evaluations: list[dict[str, float]] = field(default_factory=list)
+
+
+def weights_as_tensors(info: ModelInfo) -> dict[str, Any]:
+    return {
+        "version": info.version,
+        "weights": {k: torch.from_numpy(np.asarray(v)) for k, v in info.weights.items()},
+    }
+
+
+def policy_from_checkpoint(payload: dict[str, Any]) -> ModelInfo:
+    policy = payload["policy"]
+    weights = {k: v.numpy() for k, v in policy["weights"].items()}
+    return ModelInfo(int(policy["version"]), weights)
+
+
+class TrainingSession:
+    def __init__(
+        self,
+        config: Config,
+        run_dir: RunDirectory,
+        recorders: Recorders,
+        counters: Counters,
+        started_at: float,
+    ) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.recorders = recorders
+        self.counters = counters
+        self.started_at = started_at
+        self.stats = RunStats(config.workers.num_workers)
+        run = config.run
+        self.next_eval = (counters.env_steps // run.eval_interval_env_steps + 1) * (
+            run.eval_interval_env_steps
+        )
+        self.next_checkpoint = (counters.env_steps // run.checkpoint_interval_env_steps + 1) * (
+            run.checkpoint_interval_env_steps
+        )
+        self._next_log = time.perf_counter() + config.logging.log_interval_s
+        self.target_reached_s: float | None = None
+        self.last_eval: EvalResult | None = None
+        self.evaluations: list[dict[str, float]] = []
+
+    # ---- time ------------------------------------------------------------------------------
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds since this segment started (process start, Ray's start included)."""
+        return time.time() - self.started_at
+
+    # ---- schedules -------------------------------------------------------------------------
+
+    def eval_due(self) -> bool:
+        return self.counters.env_steps >= self.next_eval
+
+    def checkpoint_due(self) -> bool:
+        return self.counters.env_steps >= self.next_checkpoint
+
+    def stop_reason(self) -> str | None:
+        run = self.config.run
+        if self.target_reached_s is not None:
+            return "target_return reached"
+        if self.counters.env_steps >= run.total_env_steps:
+            return "total_env_steps reached"
+        if run.time_budget_s is not None and self.wall_s >= run.time_budget_s:
+            return "time_budget_s reached"
+        return None
+
+    # ---- events ----------------------------------------------------------------------------
+
+    def log_if_due(self, replay_size: int | None = None, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now < self._next_log:
+            return
+        self._next_log = now + self.config.logging.log_interval_s
+        metrics = self.stats.interval_metrics(replay_size)
+        metrics["run/wall_s"] = self.counters.elapsed_s + self.wall_s
+        self.recorders.record(metrics, self.counters.env_steps)
+
+    def eval_started(self) -> None:
+        """Move the schedule on when an evaluation is launched."""
+        interval = self.config.run.eval_interval_env_steps
+        self.next_eval = (self.counters.env_steps // interval + 1) * interval
+
+    def record_eval(self, result: EvalResult, env_steps: int) -> bool:
+        """Record an evaluation made at `env_steps`; True if it is the best so far."""
+        self.last_eval = result
+        self.counters.evaluations += 1
+        metrics = result.summary()
+        metrics["eval/policy_version"] = float(result.policy_version)
+        self.recorders.record(metrics, env_steps)
+        record = {"env_steps": env_steps, "wall_s": round(self.wall_s, 3), **metrics}
+        self.evaluations.append(record)
+        self.run_dir.append_eval(record)
+        target = self.config.run.target_return
+        if target is not None and result.mean >= target and self.target_reached_s is None:
+            self.target_reached_s = self.wall_s
+            logger.info("evaluation return %.1f reached the target %.1f", result.mean, target)
+        improved = result.mean > self.counters.best_eval_return
+        if improved:
+            self.counters.best_eval_return = result.mean
+        return improved
+
+    def save_checkpoint(
+        self,
+        learner_state: dict[str, Any],
+        policy: ModelInfo,
+        *,
+        best: bool = False,
+        periodic: bool = False,
+        extra_counters: dict[str, float] | None = None,
+    ) -> None:
+        """Write latest.pt (and best.pt / a periodic step checkpoint when asked)."""
+        counters = asdict(self.counters)
+        counters["elapsed_s"] = self.counters.elapsed_s + self.wall_s
+        counters.update(extra_counters or {})
+        payload = {
+            "algorithm": self.config.algorithm.name,
+            "learner": learner_state,
+            "policy": weights_as_tensors(policy),
+            "counters": counters,
+            "config": config_to_dict(self.config),
+        }
+        targets = [self.run_dir.best_checkpoint] if best else [self.run_dir.latest_checkpoint]
+        if periodic:
+            targets.append(self.run_dir.periodic_checkpoint(self.counters.env_steps))
+        for path in targets:
+            save_checkpoint(path, **payload)
+        if periodic:
+            interval = self.config.run.checkpoint_interval_env_steps
+            self.next_checkpoint = (self.counters.env_steps // interval + 1) * interval
+            for old in self.run_dir.periodic_checkpoints()[: -self.config.run.keep_checkpoints]:
+                old.unlink(missing_ok=True)
+        logger.info("checkpoint saved at %d env steps: %s", self.counters.env_steps, targets)
+
+    def result(self, stop_reason: str, final_eval: EvalResult | None) -> TrainResult:
+        return TrainResult(
+            run_dir=self.run_dir.root,
+            stop_reason=stop_reason,
+            counters=self.counters,
+            final_eval=final_eval,
+            wall_s=self.wall_s,
+            target_reached_s=self.target_reached_s,
+            summary=self.stats.summary(),
+            evaluations=self.evaluations,
+        )
+
+
+def resume_point(run_dir: RunDirectory, algorithm: str) -> tuple[dict[str, Any], Counters]:
+    """The latest checkpoint of a run and its counters."""
+    payload = load_checkpoint(run_dir.latest_checkpoint, algorithm=algorithm)
+    return payload, Counters.from_dict(payload["counters"])

@@ -1,0 +1,197 @@
+"""Run statistics: interval metrics for the recorders and the end-of-run summary.
+
+Both runtimes feed the same `RunStats` with what workers (`ChunkStats`), the learner
+(update metrics and timings) and replay report; it turns them into namespaced metrics every
+log interval and into the table printed at the end of a run (the counterpart of border's
+`stats.fmt()` and `actor_stats_fmt`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rayrl.core import ChunkStats
+
+
+@dataclass
+class WorkerTotals:
+    env_steps: int = 0
+    episodes: int = 0
+    busy_s: float = 0.0
+    act_s: float = 0.0
+    step_s: float = 0.0
+    process_s: float = 0.0
+    restarts: int = 0
+    recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
+
+
+class RunStats:
+    def __init__(self, num_workers: int) -> None:
+        self.started = time.perf_counter()
+        self.workers: dict[int, WorkerTotals] = defaultdict(WorkerTotals)
+        for i in range(num_workers):
+            self.workers[i] = WorkerTotals()
+        self.updates = 0
+        self.update_s = 0.0
+        self.learner_wall_s = 0.0
+        self.inserted = 0
+        self.sampled = 0
+        self.replay_size = 0
+        self.lags: list[int] = []
+        self.sync_latencies: list[float] = []
+        self.recent_returns: deque[float] = deque(maxlen=100)
+        self.loss_history: dict[str, float] = {}
+        self.counters: dict[str, float] = defaultdict(float)
+        self._interval_start = self.started
+        self._interval = self._empty_interval()
+
+    @staticmethod
+    def _empty_interval() -> dict:
+        return {
+            "env_steps": 0,
+            "returns": [],
+            "lengths": [],
+            "updates": 0,
+            "update_s": 0.0,
+            "learner_wall_s": 0.0,
+            "learner": defaultdict(list),
+            "inserted": 0,
+            "sampled": 0,
+            "lags": [],
+            "sync": [],
+        }
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self.started
+
+    def add_chunk(self, stats: ChunkStats, learner_version: int, inserted: int) -> None:
+        """A delivered chunk; `learner_version` is the learner's latest publication."""
+        worker = self.workers[stats.worker_index]
+        worker.env_steps += stats.env_steps
+        worker.episodes += len(stats.episode_returns)
+        worker.act_s += stats.act_s
+        worker.step_s += stats.step_s
+        worker.process_s += stats.process_s
+        worker.busy_s += stats.act_s + stats.step_s + stats.process_s
+        worker.recent_returns.extend(stats.episode_returns)
+        self.recent_returns.extend(stats.episode_returns)
+        lag = max(0, learner_version - stats.policy_version)
+        self.lags.append(lag)
+        self.sync_latencies.extend(stats.sync_latencies_s)
+        self.inserted += inserted
+        interval = self._interval
+        interval["env_steps"] += stats.env_steps
+        interval["returns"] += stats.episode_returns
+        interval["lengths"] += stats.episode_lengths
+        interval["lags"].append(lag)
+        interval["sync"] += stats.sync_latencies_s
+        interval["inserted"] += inserted
+
+    def add_updates(
+        self,
+        metrics: dict[str, list[float]],
+        updates: int,
+        update_s: float,
+        wall_s: float,
+        sampled: int,
+    ) -> None:
+        """Learner updates: per-update metric values, time spent updating and in total."""
+        self.updates += updates
+        self.update_s += update_s
+        self.learner_wall_s += wall_s
+        self.sampled += sampled
+        interval = self._interval
+        interval["updates"] += updates
+        interval["update_s"] += update_s
+        interval["learner_wall_s"] += wall_s
+        interval["sampled"] += sampled
+        for key, values in metrics.items():
+            interval["learner"][key] += values
+
+    def add_worker_restart(self, worker_index: int) -> None:
+        self.workers[worker_index].restarts += 1
+        self.counters["worker/restarts"] += 1
+
+    def count(self, key: str, amount: float = 1.0) -> None:
+        """A run-level counter reported with every interval (e.g. `learner/restarts`)."""
+        self.counters[key] += amount
+
+    def interval_metrics(self, replay_size: int | None = None) -> dict[str, float]:
+        """Metrics since the last call, namespaced, and reset the interval."""
+        now = time.perf_counter()
+        seconds = max(now - self._interval_start, 1e-9)
+        interval = self._interval
+        metrics: dict[str, float] = {
+            "worker/env_steps_per_s": interval["env_steps"] / seconds,
+            "learner/updates_per_s": interval["updates"] / seconds,
+            "learner/updates": float(self.updates),
+            "replay/inserts_per_s": interval["inserted"] / seconds,
+            "replay/samples_per_s": interval["sampled"] / seconds,
+        }
+        if interval["returns"]:
+            metrics["worker/episode_return"] = float(np.mean(interval["returns"]))
+            metrics["worker/episode_length"] = float(np.mean(interval["lengths"]))
+            metrics["worker/episodes"] = float(len(interval["returns"]))
+        if interval["learner_wall_s"] > 0:
+            metrics["learner/utilization"] = interval["update_s"] / interval["learner_wall_s"]
+        for key, values in interval["learner"].items():
+            metrics[key] = float(np.mean(values))
+        if interval["lags"]:
+            metrics["worker/policy_lag_p50"] = float(np.median(interval["lags"]))
+            metrics["worker/policy_lag_max"] = float(np.max(interval["lags"]))
+        if interval["sync"]:
+            metrics["worker/sync_latency_ms_p50"] = 1000 * float(np.median(interval["sync"]))
+        if replay_size is not None:
+            self.replay_size = replay_size
+            metrics["replay/size"] = float(replay_size)
+        metrics.update(self.counters)
+        self._interval_start = now
+        self._interval = self._empty_interval()
+        return metrics
+
+    def summary(self) -> str:
+        """The end-of-run table: workers, learner, replay, policy lag and weight sync."""
+        wall = max(self.elapsed_s, 1e-9)
+        lines = ["workers:"]
+        lines.append(
+            f"  {'worker':>6} {'env steps':>11} {'steps/s':>9} {'episodes':>9} "
+            f"{'return(100)':>12} {'act/step/proc %':>16} {'restarts':>8}"
+        )
+        for index in sorted(self.workers):
+            w = self.workers[index]
+            recent = f"{np.mean(w.recent_returns):.1f}" if w.recent_returns else "-"
+            busy = max(w.busy_s, 1e-9)
+            shares = "/".join(f"{100 * s / busy:.0f}" for s in (w.act_s, w.step_s, w.process_s))
+            lines.append(
+                f"  {index:>6} {w.env_steps:>11,} {w.env_steps / wall:>9.0f} {w.episodes:>9} "
+                f"{recent:>12} {shares:>16} {w.restarts:>8}"
+            )
+        total_steps = sum(w.env_steps for w in self.workers.values())
+        lines.append(f"  {'all':>6} {total_steps:>11,} {total_steps / wall:>9.0f}")
+        utilization = self.update_s / self.learner_wall_s if self.learner_wall_s else 0.0
+        lines.append(
+            f"learner: {self.updates:,} updates, {self.updates / wall:.1f} updates/s, "
+            f"{100 * utilization:.0f}% of its time updating"
+        )
+        lines.append(
+            f"replay: size {self.replay_size:,}, {self.inserted / wall:.0f} inserts/s, "
+            f"{self.sampled / wall:.0f} samples/s"
+        )
+        if self.lags:
+            lines.append(
+                f"policy lag (updates): p50 {np.median(self.lags):.0f}, max {np.max(self.lags)}"
+            )
+        if self.sync_latencies:
+            latencies = 1000 * np.array(self.sync_latencies)
+            lines.append(
+                f"weight sync (publish -> first use): p50 {np.median(latencies):.1f} ms, "
+                f"p95 {np.percentile(latencies, 95):.1f} ms over {len(latencies)} syncs"
+            )
+        for key, value in sorted(self.counters.items()):
+            lines.append(f"{key}: {value:g}")
+        return "\n".join(lines)

@@ -1,0 +1,149 @@
+"""The single-process trainer: the same workers, buffer, learner and evaluator as the Ray
+runtime, taking turns in one process. For debugging, tests and small problems.
+
+Each round, every worker delivers one chunk (envs_per_worker * steps_per_chunk env steps)
+into the buffer, and the learner then updates as many times as the samples-per-insert ratio
+allows: training every N env steps with K updates is samples_per_insert = K * batch / N.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from typing import Any
+
+import torch
+
+from rayrl.algorithms import ALGORITHMS
+from rayrl.checkpoint import load_learner_state
+from rayrl.config import Config
+from rayrl.evaluation import Evaluator
+from rayrl.replay import make_buffer, make_limiter
+from rayrl.seeding import derive_seed
+from rayrl.session import TrainingSession, TrainResult
+from rayrl.worker import RolloutWorker
+
+logger = logging.getLogger(__name__)
+
+
+def train_local(
+    config: Config, session: TrainingSession, resume: dict[str, Any] | None
+) -> TrainResult:
+    """Train in this process until a stop condition; Ctrl-C stops after a checkpoint."""
+    torch.set_num_threads(config.learner.num_threads)
+    algorithm = ALGORITHMS[config.algorithm.name]
+    workers = [RolloutWorker(config, i) for i in range(config.workers.num_workers)]
+    spec = workers[0].spec
+    learner = algorithm.make_learner(config, spec)
+    evaluator = Evaluator(config)
+    buffer = make_buffer(
+        config,
+        n_step=getattr(config.algorithm, "n_step", 1),
+        frame_stack=spec.frame_stack,
+        seed=derive_seed(config.run.seed, "replay"),
+    )
+    limiter = make_limiter(config)
+    counters = session.counters
+    if resume is not None:
+        load_learner_state(learner, resume, session.run_dir.latest_checkpoint)
+        if config.replay.save_with_checkpoint and session.run_dir.replay_path.is_file():
+            buffer.load(session.run_dir.replay_path)
+            limiter.load_state_dict(
+                {
+                    "inserted": int(resume["counters"]["replay_inserted"]),
+                    "sampled": int(resume["counters"]["replay_sampled"]),
+                }
+            )
+            logger.info("replay refilled with %d transitions from the checkpoint", len(buffer))
+
+    batch_size = config.learner.batch_size
+    policy = learner.get_weights()
+    for worker in workers:
+        worker.set_weights(policy)
+    metrics: dict[str, list[float]] = defaultdict(list)
+
+    def update() -> None:
+        batch = buffer.sample(batch_size)
+        limiter.record_sample(batch_size)
+        result = learner.update(batch)
+        if result.priorities is not None:
+            buffer.update_priorities(batch.indices, result.priorities)
+        for key, value in result.metrics.items():
+            metrics[key].append(value)
+
+    def checkpoint(best: bool = False, periodic: bool = False) -> None:
+        extra = {}
+        if config.replay.save_with_checkpoint and not best:
+            buffer.save(session.run_dir.replay_path)
+            extra = {"replay_inserted": limiter.inserted, "replay_sampled": limiter.sampled}
+        session.save_checkpoint(
+            learner.state_dict(),
+            learner.get_weights(),
+            best=best,
+            periodic=periodic,
+            extra_counters=extra,
+        )
+
+    stop_reason = None
+    try:
+        while (stop_reason := session.stop_reason()) is None:
+            for worker in workers:
+                round_start = time.perf_counter()
+                update_s = 0.0
+                updates_before = learner.updates
+                while not limiter.can_insert(config.chunk_size) and limiter.can_sample(
+                    batch_size, len(buffer)
+                ):
+                    t0 = time.perf_counter()
+                    update()
+                    update_s += time.perf_counter() - t0
+                chunk, stats = worker.sample(counters.env_steps)
+                buffer.add(chunk)
+                limiter.record_insert(len(chunk))
+                counters.env_steps += stats.env_steps
+                counters.episodes += len(stats.episode_returns)
+                session.stats.add_chunk(stats, learner.updates, len(chunk))
+                t0 = time.perf_counter()
+                while limiter.can_sample(batch_size, len(buffer)):
+                    update()
+                update_s += time.perf_counter() - t0
+                done = learner.updates - updates_before
+                session.stats.add_updates(
+                    dict(metrics),
+                    done,
+                    update_s,
+                    time.perf_counter() - round_start,
+                    sampled=done * batch_size,
+                )
+                metrics.clear()
+                if learner.updates - policy.version >= config.learner.sync_interval:
+                    policy = learner.get_weights()
+                    for w in workers:
+                        w.set_weights(policy)
+            counters.updates = learner.updates
+            if session.eval_due():
+                session.eval_started()
+                policy = learner.get_weights()
+                result = evaluator.evaluate(policy, config.run.eval_episodes)
+                if session.record_eval(result, counters.env_steps):
+                    checkpoint(best=True)
+            if session.checkpoint_due():
+                checkpoint(periodic=True)
+            session.log_if_due(len(buffer))
+    except KeyboardInterrupt:
+        stop_reason = "interrupted"
+        logger.warning("interrupted: writing a final checkpoint")
+
+    counters.updates = learner.updates
+    final_eval = session.last_eval if stop_reason == "target_return reached" else None
+    if final_eval is None and stop_reason != "interrupted":
+        final_eval = evaluator.evaluate(learner.get_weights(), config.run.eval_episodes)
+        if session.record_eval(final_eval, counters.env_steps):
+            checkpoint(best=True)
+    checkpoint()
+    session.log_if_due(len(buffer), force=True)
+    for worker in workers:
+        worker.close()
+    evaluator.close()
+    return session.result(stop_reason, final_eval)

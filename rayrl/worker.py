@@ -1,0 +1,84 @@
+"""The rollout worker: a vector env, a CPU copy of the policy and a step processor.
+
+A plain class; `rayrl.runtime` makes it a Ray actor, the local trainer calls it directly.
+Weights arrive through `set_weights` between chunks (Ray runs an actor's calls in order), so
+sampling never waits for the learner.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from rayrl.algorithms import ALGORITHMS
+from rayrl.config import Config
+from rayrl.core import ChunkStats, ModelInfo
+from rayrl.envs import make_env, spec_of
+from rayrl.seeding import derive_seed
+
+
+class RolloutWorker:
+    def __init__(self, config: Config, worker_index: int) -> None:
+        # one thread per worker process: workers scale by process, and torch's default
+        # (all cores) would oversubscribe the machine once there are several
+        torch.set_num_threads(1)
+        workers = config.workers
+        self.worker_index = worker_index
+        self.steps_per_chunk = workers.steps_per_chunk
+        threads = workers.env_threads or max(1, round(workers.cpus_per_worker))
+        self.env = make_env(config.env, workers.envs_per_worker, training=True, num_threads=threads)
+        self.spec = spec_of(self.env, config.env)
+        algorithm = ALGORITHMS[config.algorithm.name]
+        self.policy = algorithm.make_policy(config, self.spec, worker_index)
+        self.processor = algorithm.make_processor(config, self.spec, workers.envs_per_worker)
+        self.env.reset(seed=derive_seed(config.run.seed, "env", worker_index))
+        self._unused_publish_time: float | None = None
+
+    def set_weights(self, info: ModelInfo) -> None:
+        """Act with these weights from the next chunk on."""
+        self.policy.set_weights(info)
+        self._unused_publish_time = info.published_at
+
+    def sample(self, run_env_steps: int = 0):
+        """Step every env `steps_per_chunk` times; returns (TransitionChunk, ChunkStats).
+
+        `run_env_steps` is the run's env-step count when the chunk was requested; it drives
+        exploration schedules.
+        """
+        sync_latencies = []
+        if self._unused_publish_time is not None:
+            sync_latencies.append(time.time() - self._unused_publish_time)
+            self._unused_publish_time = None
+        act_s = step_s = process_s = 0.0
+        num_envs = self.env.num_envs
+        for t in range(self.steps_per_chunk):
+            t0 = time.perf_counter()
+            out = self.policy.act(
+                self.env.obs, explore=True, env_steps=run_env_steps + t * num_envs
+            )
+            t1 = time.perf_counter()
+            step = self.env.step(out.actions, out.extras)
+            t2 = time.perf_counter()
+            self.processor.process(step, self.policy.version)
+            t3 = time.perf_counter()
+            act_s, step_s, process_s = act_s + t1 - t0, step_s + t2 - t1, process_s + t3 - t2
+        t0 = time.perf_counter()
+        chunk = self.processor.flush()
+        process_s += time.perf_counter() - t0
+        episodes = self.env.pop_episodes()
+        stats = ChunkStats(
+            worker_index=self.worker_index,
+            env_steps=self.steps_per_chunk * num_envs,
+            episode_returns=[e.episode_return for e in episodes],
+            episode_lengths=[e.length for e in episodes],
+            policy_version=self.policy.version,
+            act_s=act_s,
+            step_s=step_s,
+            process_s=process_s,
+            sync_latencies_s=sync_latencies,
+        )
+        return chunk, stats
+
+    def close(self) -> None:
+        self.env.close()

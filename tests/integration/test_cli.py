@@ -1,0 +1,179 @@
+"""The real `rayrl` CLI: user errors are one line and exit status 2, and change nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+
+import pytest
+import torch
+import yaml
+from click.testing import CliRunner
+
+from rayrl.cli import main
+from rayrl.rundir import RunDirectory
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+def run_cli(runner, *args):
+    return runner.invoke(main, list(args), catch_exceptions=False)
+
+
+def digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_bad_value_is_rejected_before_anything_starts(runner, tmp_path):
+    runs = tmp_path / "runs"
+    result = run_cli(runner, "train", "--set", "learner.lr=-1", "--set", f"run.runs_dir={runs}")
+    assert_one_line_error(result, "learner.lr=-1.0", "> 0.0")
+    assert not runs.exists()
+
+
+def test_unknown_env_suggests_close_ids(runner, tmp_path):
+    runs = tmp_path / "runs"
+    result = run_cli(
+        runner, "train", "--set", "env.id=CartPole-v9", "--set", f"run.runs_dir={runs}"
+    )
+    assert_one_line_error(result, "CartPole-v9", "CartPole-v1")
+    assert not runs.exists()
+
+
+def test_unknown_key_and_unknown_preset(runner):
+    assert_one_line_error(
+        run_cli(runner, "show-config", "--set", "replay.capacty=5"), "replay.capacty", "capacity"
+    )
+    assert_one_line_error(run_cli(runner, "train", "--config", "pong_dq"), "pong_dqn")
+
+
+def test_dqn_on_continuous_actions_is_rejected(runner, tmp_path):
+    result = run_cli(
+        runner, "train", "--set", "env.id=Pendulum-v1", "--set", f"run.runs_dir={tmp_path}"
+    )
+    assert_one_line_error(result, "discrete action space")
+
+
+def test_show_config_prints_resolved_yaml(runner):
+    result = run_cli(runner, "show-config", "--config", "pong_dqn", "--set", "learner.lr=0.5")
+    assert result.exit_code == 0
+    data = yaml.safe_load(result.stdout)
+    assert data["learner"]["lr"] == 0.5
+    assert data["env"]["id"] == "ALE/Pong-v5"
+
+
+def test_presets_are_listed(runner):
+    result = run_cli(runner, "presets")
+    assert "cartpole_dqn  (default)" in result.stdout
+    assert "pong_dqn" in result.stdout
+
+
+def test_evaluate_missing_and_corrupt_checkpoints(runner, tmp_path):
+    assert_one_line_error(run_cli(runner, "evaluate", str(tmp_path / "nope.pt")), "does not exist")
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"not a checkpoint at all")
+    before = digest(corrupt)
+    assert_one_line_error(run_cli(runner, "evaluate", str(corrupt)), "corrupt")
+    assert digest(corrupt) == before
+    assert_one_line_error(run_cli(runner, "evaluate", str(tmp_path)), "not a rayrl run directory")
+
+
+@pytest.fixture
+def finished_run(runner, tiny):
+    args = ["train", "--runtime", "local"]
+    for override in tiny:
+        args += ["--set", override]
+    result = run_cli(runner, *args)
+    assert result.exit_code == 0, result.output
+    assert "final evaluation: mean return" in result.stdout
+    assert "learner:" in result.stdout
+    assert "replay:" in result.stdout
+    path = result.stdout.strip().splitlines()[-1].removeprefix("run directory: ")
+    return RunDirectory.open(path)
+
+
+def test_train_evaluate_and_resume_through_the_cli(runner, finished_run):
+    result = run_cli(runner, "evaluate", str(finished_run.root), "--episodes", "2")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("2 episodes: mean")
+    resumed = run_cli(
+        runner, "train", "--resume", str(finished_run.root), "--set", "run.total_env_steps=2304"
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert "(2,304 env steps" in resumed.stdout
+
+
+def test_incompatible_network_leaves_the_run_untouched(runner, finished_run):
+    files = [
+        finished_run.latest_checkpoint,
+        finished_run.best_checkpoint,
+        finished_run.metrics_path,
+        finished_run.config_path,
+    ]
+    before = [digest(f) for f in files]
+    result = run_cli(
+        runner,
+        "train",
+        "--resume",
+        str(finished_run.root),
+        "--set",
+        "algorithm.hidden_sizes=[7]",
+    )
+    assert_one_line_error(result, "does not fit the configured network")
+    assert [digest(f) for f in files] == before
+
+
+def test_checkpoint_from_another_algorithm_is_rejected(runner, finished_run):
+    path = finished_run.latest_checkpoint
+    payload = torch.load(path, weights_only=True)
+    payload["algorithm"] = "impala"
+    torch.save(payload, path)
+    result = run_cli(runner, "train", "--resume", str(finished_run.root))
+    assert_one_line_error(result, "written by algorithm 'impala'", "'dqn'")
+
+
+def test_resume_of_a_run_without_checkpoint(runner, tmp_path):
+    (tmp_path / "config.yaml").write_text("{}\n")
+    assert_one_line_error(run_cli(runner, "train", "--resume", str(tmp_path)), "does not exist")
+
+
+def test_debug_shows_the_traceback(runner):
+    result = runner.invoke(main, ["show-config", "--set", "learner.lr=-1", "--debug"])
+    assert result.exit_code != 0
+    assert result.exception is not None
+
+
+def test_installed_console_script_exits_2_with_one_line(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rayrl.cli",
+            "train",
+            "--set",
+            "learner.batch_size=0",
+            "--set",
+            f"run.runs_dir={tmp_path / 'runs'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: learner.batch_size=0 is out of range; valid: >= 1"
+    ]

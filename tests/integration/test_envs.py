@@ -1,0 +1,116 @@
+"""Real gymnasium and ale-py envs through the autoreset adapter."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rayrl.config import EnvConfig
+from rayrl.envs import check_env, env_spec, make_env
+from rayrl.errors import ConfigError
+from rayrl.processing import NStepProcessor
+
+PONG = EnvConfig(
+    id="ALE/Pong-v5", terminal_on_life_loss=True, clip_rewards=True, max_episode_steps=None
+)
+
+
+def test_next_obs_at_termination_is_the_true_final_observation():
+    env = make_env(EnvConfig(id="CartPole-v1"), 2, training=True)
+    env.reset(seed=3)
+    reference = gym.make("CartPole-v1")
+    reference.reset(seed=3)  # env 0 of the vector env is seeded with 3
+    for _ in range(200):
+        step = env.step(np.array([1, 1]))  # always push right: falls within ~10 steps
+        ref_obs, _, ref_term, _, _ = reference.step(1)
+        np.testing.assert_allclose(step.next_obs[0], ref_obs, rtol=1e-6)
+        if step.terminated[0]:
+            assert ref_term
+            assert step.env_reset[0]
+            x, theta = step.next_obs[0][0], step.next_obs[0][2]
+            assert abs(x) > 2.4 or abs(theta) > 0.2095  # the terminal state, not a reset
+            assert np.abs(env.obs[0]).max() <= 0.05  # the next action sees a fresh episode
+            return
+    pytest.fail("CartPole never terminated")
+
+
+def test_next_obs_at_truncation_is_the_true_final_observation_and_bootstraps():
+    env = make_env(EnvConfig(id="CartPole-v1", max_episode_steps=5), 1, training=True)
+    env.reset(seed=0)
+    reference = gym.make("CartPole-v1")
+    reference.reset(seed=0)
+    for t in range(5):
+        action = t % 2
+        step = env.step(np.array([action]))
+        ref_obs, *_ = reference.step(action)
+    assert step.truncated[0]
+    assert not step.terminated[0]
+    assert step.env_reset[0]
+    np.testing.assert_allclose(step.next_obs[0], ref_obs, rtol=1e-6)
+    assert not np.allclose(env.obs[0], ref_obs)
+    episodes = env.pop_episodes()
+    assert [(e.episode_return, e.length) for e in episodes] == [(5.0, 5)]
+
+
+def test_unknown_env_id_suggests_close_matches():
+    with pytest.raises(ConfigError, match=r"unknown environment 'CartPole-v9'.*CartPole-v1"):
+        check_env(EnvConfig(id="CartPole-v9"))
+
+
+def test_atari_spec_and_preprocessing_shapes():
+    spec = env_spec(PONG)
+    assert spec.observation_space.shape == (4, 84, 84)
+    assert spec.observation_space.dtype == np.uint8
+    assert spec.action_space.n == 6
+    assert spec.frame_stack == 4
+
+
+def test_atari_is_reproducible_from_its_seed_and_seeds_differ():
+    def rollout(seed):
+        env = make_env(PONG, 2, training=True)
+        env.reset(seed=seed)
+        rng = np.random.default_rng(0)
+        frames = []
+        for _ in range(60):
+            env.step(rng.integers(0, 6, size=2))
+            frames.append(env.obs.copy())
+        env.close()
+        return np.stack(frames)
+
+    a, b, c = rollout(1), rollout(1), rollout(2)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_atari_training_signal_clips_and_counts_whole_games():
+    env = make_env(replace(PONG, max_episode_steps=300), 2, training=True)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    clipped_ok = True
+    for _ in range(300):
+        step = env.step(rng.integers(0, 6, size=2))
+        clipped_ok &= bool(np.all(np.isin(step.rewards, [-1.0, 0.0, 1.0])))
+    assert clipped_ok
+    episodes = env.pop_episodes()
+    assert [e.length for e in episodes] == [300, 300]
+    assert all(e.episode_return <= 0 for e in episodes)  # a random Pong player loses points
+
+
+def test_frame_tracker_matches_real_atari_stacks():
+    env = make_env(replace(PONG, max_episode_steps=40), 2, training=True)
+    env.reset(seed=0)
+    processor = NStepProcessor(2, n_step=3, gamma=0.99, frame_stack=4)
+    rng = np.random.default_rng(0)
+    observed = set()
+    for _ in range(100):  # crosses two truncations per env
+        step = env.step(rng.integers(0, 6, size=2))
+        processor.process(step, policy_version=0)
+        observed.update(o.tobytes() for o in step.obs)
+    chunk = processor.flush()
+    rebuilt = chunk.frames[chunk.obs_idx]
+    assert {r.tobytes() for r in rebuilt} <= observed
+    assert len(chunk) > 150
+    assert len(chunk.frames) < 1.2 * len(chunk)

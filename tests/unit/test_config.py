@@ -1,0 +1,122 @@
+"""Strict config loading: presets, overrides, and errors that name key, value and what is valid."""
+
+from __future__ import annotations
+
+import pytest
+
+from rayrl.algorithms.dqn import DQNConfig
+from rayrl.config import (
+    Config,
+    config_from_dict,
+    config_to_yaml,
+    load_config,
+    preset_names,
+)
+from rayrl.errors import ConfigError
+
+
+def test_presets_ship_with_the_package():
+    assert {"cartpole_dqn", "pong_dqn"} <= set(preset_names())
+
+
+@pytest.mark.parametrize("name", ["cartpole_dqn", "pong_dqn"])
+def test_every_preset_loads_and_round_trips_through_yaml(name, tmp_path):
+    config = load_config(name)
+    path = tmp_path / "resolved.yaml"
+    path.write_text(config_to_yaml(config))
+    assert load_config(path) == config
+
+
+def test_default_is_cartpole_dqn():
+    config = load_config()
+    assert config.env.id == "CartPole-v1"
+    assert isinstance(config.algorithm, DQNConfig)
+    assert config.run.target_return == 475
+
+
+def test_overrides_parse_yaml_values():
+    config = load_config(
+        None,
+        [
+            "learner.lr=1e-4",
+            "algorithm.hidden_sizes=[32, 16]",
+            "run.time_budget_s=30",
+            "logging.wandb.tags=[a, b]",
+            "run.target_return=null",
+        ],
+    )
+    assert config.learner.lr == pytest.approx(1e-4)
+    assert config.algorithm.hidden_sizes == (32, 16)
+    assert config.run.time_budget_s == 30.0
+    assert config.logging.wandb.tags == ("a", "b")
+    assert config.run.target_return is None
+
+
+def test_configs_are_frozen():
+    config = load_config()
+    with pytest.raises(AttributeError):
+        config.learner.lr = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("learner.lrr=0.1", r"unknown key 'learner.lrr' \(did you mean 'lr'\?\)"),
+        ("lerner.lr=0.1", r"unknown key 'lerner' \(did you mean 'learner'\?\)"),
+        ("learner.lr=-1", r"learner.lr=-1.0 is out of range; valid: > 0.0"),
+        ("learner.batch_size=0", r"learner.batch_size=0 is out of range; valid: >= 1"),
+        ("learner.batch_size=abc", r"learner.batch_size='abc' is not valid; expected an integer"),
+        ("learner.batch_size=1.5", r"learner.batch_size=1.5 is not valid; expected an integer"),
+        ("replay.prioritized=maybe", r"replay.prioritized='maybe' .* expected true or false"),
+        ("run.runtime=gpu", r"run.runtime='gpu' .* expected one of 'ray', 'local'"),
+        (
+            "algorithm.name=dqnn",
+            r"algorithm.name: unknown algorithm 'dqnn' \(did you mean 'dqn'\?\)",
+        ),
+        ("algorithm.gamma=1.5", r"algorithm.gamma=1.5 is out of range; valid: >= 0.0 and <= 1.0"),
+        ("env=3", r"env: expected a mapping of keys, got 3"),
+        ("learner.lr", r"override 'learner.lr' must look like dotted.key=value"),
+        ("learner.lr.x=1", r"'learner.lr' is a value, not a section"),
+        ("replay.min_size=10000000", r"replay.min_size=10000000 is larger than replay.capacity"),
+    ],
+)
+def test_bad_values_name_the_key_the_value_and_what_is_valid(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [override])
+
+
+def test_unknown_preset_lists_the_presets():
+    with pytest.raises(ConfigError, match=r"unknown preset 'cartpole_dq'.*cartpole_dqn"):
+        load_config("cartpole_dq")
+
+
+def test_missing_config_file():
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config("no/such/file.yaml")
+
+
+def test_invalid_yaml(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("env: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(path)
+
+
+def test_local_runtime_needs_a_replay_ratio():
+    with pytest.raises(ConfigError, match="samples_per_insert"):
+        load_config(None, ["run.runtime=local", "replay.samples_per_insert=null"])
+
+
+def test_batch_larger_than_warm_up_is_rejected():
+    with pytest.raises(ConfigError, match=r"learner.batch_size=512 is larger than replay.min_size"):
+        load_config(None, ["learner.batch_size=512", "replay.min_size=256"])
+
+
+def test_config_from_dict_defaults_everything():
+    assert config_from_dict({}) == Config()
+
+
+def test_derived_sizes():
+    config = load_config(None, ["workers.num_workers=3", "workers.envs_per_worker=5"])
+    assert config.total_envs == 15
+    assert config.chunk_size == 5 * config.workers.steps_per_chunk

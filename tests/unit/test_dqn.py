@@ -1,0 +1,136 @@
+"""DQN pieces: exploration, the update, target networks, policy weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rayrl.algorithms.dqn import DQNLearner, make_policy
+from rayrl.algorithms.exploration import apex_epsilons, linear_epsilon
+from rayrl.config import load_config, with_overrides
+from rayrl.core import TransitionBatch
+from rayrl.envs import env_spec
+
+
+def test_apex_epsilons_follow_the_paper():
+    eps = apex_epsilons(8, 0.4, 7.0)
+    assert eps[0] == pytest.approx(0.4)
+    assert eps[-1] == pytest.approx(0.4**8)
+    assert eps[3] == pytest.approx(0.4 ** (1 + 7 * 3 / 7))
+    assert np.all(np.diff(eps) < 0)
+    assert apex_epsilons(1, 0.4, 7.0)[0] == pytest.approx(0.4)
+
+
+def test_linear_epsilon_schedule():
+    assert linear_epsilon(0, 1.0, 0.1, 100) == pytest.approx(1.0)
+    assert linear_epsilon(50, 1.0, 0.1, 100) == pytest.approx(0.55)
+    assert linear_epsilon(10**6, 1.0, 0.1, 100) == pytest.approx(0.1)
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    config = load_config(None, ["algorithm.hidden_sizes=[16]", "learner.lr=0.01"])
+    return config, env_spec(config.env)
+
+
+def test_each_worker_gets_its_slice_of_apex_epsilons(cartpole):
+    config, spec = cartpole
+    apex = with_overrides(
+        config,
+        ["algorithm.exploration=apex", "workers.num_workers=2", "workers.envs_per_worker=3"],
+    )
+    all_eps = apex_epsilons(6, 0.4, 7.0)
+    assert make_policy(apex, spec, 1).epsilon(0) == pytest.approx(all_eps[3:])
+    assert make_policy(apex, spec, None).epsilon(0) == 0.0  # evaluation: eval_epsilon
+
+
+def test_greedy_policy_is_deterministic_and_exploring_one_is_not(cartpole):
+    config, spec = cartpole
+    policy = make_policy(config, spec, 0)
+    obs = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    greedy = policy.act(obs, explore=False).actions
+    assert np.array_equal(greedy, policy.act(obs, explore=False).actions)
+    exploring = policy.act(obs, explore=True, env_steps=0).actions  # epsilon 1
+    assert not np.array_equal(greedy, exploring)
+
+
+def batch(obs, actions, rewards, discounts):
+    n = len(actions)
+    return TransitionBatch(
+        obs=obs,
+        actions=np.asarray(actions),
+        rewards=np.asarray(rewards, dtype=np.float32),
+        discounts=np.asarray(discounts, dtype=np.float32),
+        next_obs=obs,
+        weights=np.ones(n, dtype=np.float32),
+        indices=np.arange(n),
+    )
+
+
+def test_update_regresses_q_to_terminal_rewards(cartpole):
+    config, spec = cartpole
+    learner = DQNLearner(config, spec)
+    obs = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
+    fixed = batch(obs, [0, 1] * 4, np.arange(8), np.zeros(8))  # terminal: target = reward
+    first = learner.update(fixed)
+    for _ in range(300):
+        last = learner.update(fixed)
+    assert last.metrics["learner/loss"] < 0.05 * first.metrics["learner/loss"]
+    with torch.no_grad():
+        q = learner.online(torch.from_numpy(obs))
+    taken = q[torch.arange(8), torch.tensor([0, 1] * 4)].numpy()
+    np.testing.assert_allclose(taken, np.arange(8), atol=0.5)
+    assert first.priorities.shape == (8,)
+    assert learner.updates == 301
+
+
+def test_hard_and_soft_target_updates(cartpole):
+    config, spec = cartpole
+
+    def learner_with(*overrides):
+        return DQNLearner(with_overrides(config, overrides), spec)
+
+    obs = np.random.default_rng(2).normal(size=(8, 4)).astype(np.float32)
+    fixed = batch(obs, [0] * 8, np.ones(8), np.zeros(8))
+    hard = learner_with("algorithm.target_update_every=3")
+    before = [p.clone() for p in hard.target.parameters()]
+    hard.update(fixed)
+    hard.update(fixed)
+    assert all(torch.equal(a, b) for a, b in zip(before, hard.target.parameters(), strict=True))
+    hard.update(fixed)
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(hard.online.parameters(), hard.target.parameters(), strict=True)
+    )
+
+    soft = learner_with("algorithm.target_update_every=1", "algorithm.target_update_tau=0.25")
+    target_before = [p.clone() for p in soft.target.parameters()]
+    soft.update(fixed)
+    for old, new, online in zip(
+        target_before, soft.target.parameters(), soft.online.parameters(), strict=True
+    ):
+        torch.testing.assert_close(new, 0.75 * old + 0.25 * online)
+
+
+def test_weights_round_trip_through_model_info(cartpole):
+    config, spec = cartpole
+    learner = DQNLearner(config, spec)
+    obs = np.random.default_rng(3).normal(size=(8, 4)).astype(np.float32)
+    learner.update(batch(obs, [1] * 8, np.ones(8), np.zeros(8)))
+    info = learner.get_weights()
+    assert info.version == 1
+    assert all(isinstance(v, np.ndarray) for v in info.weights.values())
+    policy = make_policy(config, spec, None)
+    policy.set_weights(info)
+    assert policy.version == 1
+    with torch.no_grad():
+        expected = learner.online(torch.from_numpy(obs)).argmax(1).numpy()
+    np.testing.assert_array_equal(policy.act(obs, explore=False).actions, expected)
+
+
+def test_dueling_head_shapes():
+    config = load_config(None, ["algorithm.dueling=true"])
+    learner = DQNLearner(config, env_spec(config.env))
+    q = learner.online(torch.zeros(5, 4))
+    assert q.shape == (5, 2)
