@@ -137,8 +137,7 @@ class WandbRecorder:
 
         settings = config.logging.wandb
         id_file = run_dir.root / "wandb_run_id"
-        run_id = id_file.read_text().strip() if id_file.is_file() else wandb.util.generate_id()
-        id_file.write_text(run_id)
+        run_id = id_file.read_text().strip() if id_file.is_file() else None
         self.run = wandb.init(
             project=settings.project,
             entity=settings.entity,
@@ -151,6 +150,7 @@ class WandbRecorder:
             resume="allow",
             mode=wandb_mode(settings.mode),
         )
+        id_file.write_text(self.run.id)
         self.run.define_metric("env_steps")
         self.run.define_metric("*", step_metric="env_steps")
 

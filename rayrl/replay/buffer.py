@@ -36,9 +36,12 @@ def frame_capacity_for(capacity: int, steps_per_chunk: int, n_step: int, stack: 
     """Frame-ring size for `capacity` transitions arriving in self-contained chunks.
 
     Each env's slice of a chunk brings `steps_per_chunk` new frames plus the `n_step +
-    stack - 1` older frames its first transitions refer to; 5% more covers episode resets.
+    stack - 1` older frames its first transitions refer to; 1% more covers the fresh frames
+    of episode resets (an Atari episode lasts thousands of steps). Where resets are more
+    frequent (short CartPole episodes) the frame ring fills first and holds slightly fewer
+    transitions than `capacity`, which the buffer handles by evicting whole chunks.
     """
-    per_transition = 1.05 + (n_step + stack - 1) / steps_per_chunk
+    per_transition = 1.01 + (n_step + stack - 1) / steps_per_chunk
     return math.ceil(capacity * per_transition) + 64
 
 

@@ -1,0 +1,67 @@
+"""Recorders with the real libraries: W&B (offline) and TensorBoard."""
+
+from __future__ import annotations
+
+import pytest
+
+import rayrl
+from rayrl.recorders import wandb_mode
+from rayrl.rundir import RunDirectory
+from tests.wandb_offline import read_offline_run
+
+
+def test_wandb_offline_run_has_config_metrics_and_env_step_axis(tiny):
+    overrides = [
+        *tiny,
+        "run.runtime=local",
+        "logging.wandb.enabled=true",
+        "logging.wandb.group=sweep-1",
+        "logging.wandb.tags=[smoke, cartpole]",
+        "learner.lr=0.0042",
+    ]
+    result = rayrl.train(None, overrides=overrides)
+    run = read_offline_run(result.run_dir)
+    assert run["config"]["learner"]["lr"] == pytest.approx(0.0042)
+    assert run["config"]["env"]["id"] == "CartPole-v1"
+    assert run["tags"] == ["smoke", "cartpole"]
+    assert run["group"] == "sweep-1"
+    history = run["history"]
+    assert all("env_steps" in row for row in history)
+    logged = set().union(*history)
+    assert {"eval/return_mean", "learner/loss", "worker/env_steps_per_s"} <= logged
+    assert max(row["env_steps"] for row in history) == 2048
+
+
+def test_resumed_run_continues_the_same_wandb_run(tiny):
+    overrides = [*tiny, "run.runtime=local", "logging.wandb.enabled=true"]
+    first = rayrl.train(None, overrides=overrides)
+    run_id = (first.run_dir / "wandb_run_id").read_text()
+    rayrl.train(resume=first.run_dir, overrides=["run.total_env_steps=2304"])
+    logs = sorted(first.run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+    assert len(logs) == 2
+    assert all(log.name == f"run-{run_id}.wandb" for log in logs)
+
+
+def test_tensorboard_events_are_written(tiny):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    result = rayrl.train(None, overrides=[*tiny, "run.runtime=local", "logging.tensorboard=true"])
+    events = EventAccumulator(str(RunDirectory(result.run_dir).root / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"eval/return_mean", "learner/loss"} <= tags
+    assert events.Scalars("eval/return_mean")[-1].step == 2048
+
+
+def test_wandb_mode_resolution(monkeypatch, tmp_path):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert wandb_mode("online") == "disabled"
+    monkeypatch.delenv("WANDB_MODE")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    assert wandb_mode("auto") == "offline"
+    assert wandb_mode("online") == "online"
+    (tmp_path / "netrc").write_text("machine api.wandb.ai\n  login user\n  password abc\n")
+    assert wandb_mode("auto") == "online"
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    assert wandb_mode("auto") == "online"
