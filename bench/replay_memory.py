@@ -74,7 +74,7 @@ def measure(kind: str, capacity: int, seed: int) -> dict[str, float]:
     config = PRESET
     for key, value in (("capacity", capacity), ("prioritized", kind == "prioritized")):
         config = with_overrides(config, [f"replay.{key}={value}"])
-    buffer = make_buffer(config, n_step=N_STEP, frame_stack=STACK, seed=seed)
+    buffer = make_buffer(config, STACK, seed=seed)
     rng = np.random.default_rng(seed)
     chunks = worker_chunks(rng)
     start = time.perf_counter()

@@ -69,6 +69,7 @@ def train(
     overrides: Sequence[str] = (),
     resume: str | Path | None = None,
     address: str | None = None,
+    dashboard: bool = False,
     started_at: float | None = None,
 ) -> TrainResult:
     """Train until a stop condition and return how the run ended.
@@ -81,6 +82,8 @@ def train(
             `run.total_env_steps`).
         address: Ray cluster to join ("auto", "ray://host:port", "host:port"); None starts
             a local Ray sized to this machine (Ray runtime only).
+        dashboard: start the Ray dashboard with a local Ray (it costs about a second and
+            1 GB of memory, so it is off by default).
         started_at: `time.time()` at which the user started the run; time-to-target and time
             budgets count from it (default: now).
     """
@@ -106,7 +109,7 @@ def train(
             return train_local(config, session, payload)
         from rayrl.runtime import train_ray
 
-        return train_ray(config, session, payload, address=address)
+        return train_ray(config, session, payload, address=address, dashboard=dashboard)
     finally:
         recorders.close()
 

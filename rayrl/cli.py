@@ -18,6 +18,7 @@ import click
 from rayrl.errors import UserError
 
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
 
 
 def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -88,6 +89,9 @@ def main() -> None:
     help="Join a running Ray cluster: auto, host:port or ray://host:port. Default: start a "
     "local Ray for this run.",
 )
+@click.option(
+    "--dashboard", is_flag=True, help="Start the Ray dashboard with the local Ray (off: faster)."
+)
 @_user_errors
 def train(
     config: str | None,
@@ -95,6 +99,7 @@ def train(
     resume: str | None,
     runtime: str | None,
     address: str | None,
+    dashboard: bool,
 ) -> None:
     """Train an agent (default: DQN on CartPole with the Ray runtime)."""
     started_at = time.time()
@@ -104,7 +109,12 @@ def train(
         raise UserError("--resume continues a run with its saved config; drop --config")
     overrides = overrides + ((f"run.runtime={runtime}",) if runtime else ())
     result = run_training(
-        config, overrides=overrides, resume=resume, address=address, started_at=started_at
+        config,
+        overrides=overrides,
+        resume=resume,
+        address=address,
+        dashboard=dashboard,
+        started_at=started_at,
     )
     counters = result.counters
     click.echo("")
@@ -122,7 +132,12 @@ def train(
         )
     if result.target_reached_s is not None:
         click.echo(f"target return reached in {result.target_reached_s:.1f} s")
+    learner = result.placement.get("learner")
+    if learner:
+        click.echo(f"learner ran on Ray node {learner['node_id'][:12]}, device {learner['device']}")
     click.echo(f"run directory: {result.run_dir}")
+    if result.stop_reason == "interrupted":
+        sys.exit(EXIT_INTERRUPTED)
 
 
 @main.command("show-config")

@@ -148,6 +148,12 @@ class LearnerConfig:
     cluster has a GPU and none otherwise."""
     num_threads: int = bounded(1, ge=1)
     """Torch CPU threads in the learner process."""
+    batches_per_request: int = bounded(8, ge=1)
+    """Ray runtime: batches the learner fetches from the replay actor per request; more
+    amortizes the cost of an actor call (~1 ms) over small, fast updates."""
+    prefetch_requests: int = bounded(2, ge=2)
+    """Ray runtime: sample requests the learner keeps in flight, so that it never waits for
+    the replay actor to answer."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +174,9 @@ class RunConfig:
     """Evaluate the greedy policy every this many env steps."""
     eval_episodes: int = bounded(10, ge=1)
     """Episodes per evaluation."""
+    eval_timeout_s: float = bounded(900.0, gt=0.0)
+    """Ray runtime: an evaluation that takes longer than this is abandoned and its actor
+    replaced (a hung env must not silently stop evaluation)."""
     checkpoint_interval_env_steps: int = bounded(50_000, ge=1)
     """Save a checkpoint every this many env steps (and at the end of the run)."""
     keep_checkpoints: int = bounded(3, ge=1)

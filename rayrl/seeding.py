@@ -12,7 +12,7 @@ import numpy as np
 _NAMESPACES = {"env": 1, "policy": 2, "eval": 3, "replay": 4, "learner": 5}
 
 
-def derive_seed(run_seed: int, component: str, index: int = 0) -> int:
-    """A 31-bit seed for `component` number `index` of a run seeded with `run_seed`."""
-    sequence = np.random.SeedSequence(run_seed, spawn_key=(_NAMESPACES[component], index))
+def derive_seed(run_seed: int, component: str, *indices: int) -> int:
+    """A 31-bit seed for `component` number `indices` of a run seeded with `run_seed`."""
+    sequence = np.random.SeedSequence(run_seed, spawn_key=(_NAMESPACES[component], *indices))
     return int(sequence.generate_state(1)[0] >> 1)

@@ -59,12 +59,16 @@ class TrainResult:
     """Seconds from the start until an evaluation first reached `run.target_return`."""
     summary: str = ""
     evaluations: list[dict[str, float]] = field(default_factory=list)
+    placement: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Where actors ran (Ray runtime): {"learner": {"node_id", "device"}}."""
 
 
 def weights_as_tensors(info: ModelInfo) -> dict[str, Any]:
     return {
         "version": info.version,
-        "weights": {k: torch.from_numpy(np.asarray(v)) for k, v in info.weights.items()},
+        "weights": {
+            k: torch.from_numpy(np.require(v, requirements="CW")) for k, v in info.weights.items()
+        },
     }
 
 
@@ -100,6 +104,7 @@ class TrainingSession:
         self.target_reached_s: float | None = None
         self.last_eval: EvalResult | None = None
         self.evaluations: list[dict[str, float]] = []
+        self.placement: dict[str, dict[str, str]] = {}
 
     # ---- time ------------------------------------------------------------------------------
 
@@ -128,12 +133,16 @@ class TrainingSession:
 
     # ---- events ----------------------------------------------------------------------------
 
+    def log_due(self) -> bool:
+        return time.perf_counter() >= self._next_log
+
     def log_if_due(self, replay_size: int | None = None, force: bool = False) -> None:
         now = time.perf_counter()
         if not force and now < self._next_log:
             return
         self._next_log = now + self.config.logging.log_interval_s
         metrics = self.stats.interval_metrics(replay_size)
+        metrics["learner/updates"] = float(self.counters.updates)  # the run's, across resumes
         metrics["run/wall_s"] = self.counters.elapsed_s + self.wall_s
         self.recorders.record(metrics, self.counters.env_steps)
 
@@ -141,6 +150,11 @@ class TrainingSession:
         """Move the schedule on when an evaluation is launched."""
         interval = self.config.run.eval_interval_env_steps
         self.next_eval = (self.counters.env_steps // interval + 1) * interval
+
+    def checkpoint_started(self) -> None:
+        """Move the schedule on when a periodic checkpoint is requested."""
+        interval = self.config.run.checkpoint_interval_env_steps
+        self.next_checkpoint = (self.counters.env_steps // interval + 1) * interval
 
     def record_eval(self, result: EvalResult, env_steps: int) -> bool:
         """Record an evaluation made at `env_steps`; True if it is the best so far."""
@@ -187,8 +201,6 @@ class TrainingSession:
         for path in targets:
             save_checkpoint(path, **payload)
         if periodic:
-            interval = self.config.run.checkpoint_interval_env_steps
-            self.next_checkpoint = (self.counters.env_steps // interval + 1) * interval
             for old in self.run_dir.periodic_checkpoints()[: -self.config.run.keep_checkpoints]:
                 old.unlink(missing_ok=True)
         logger.info("checkpoint saved at %d env steps: %s", self.counters.env_steps, targets)
@@ -203,6 +215,7 @@ class TrainingSession:
             target_reached_s=self.target_reached_s,
             summary=self.stats.summary(),
             evaluations=self.evaluations,
+            placement=self.placement,
         )
 
 

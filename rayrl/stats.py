@@ -69,7 +69,7 @@ class RunStats:
     def elapsed_s(self) -> float:
         return time.perf_counter() - self.started
 
-    def add_chunk(self, stats: ChunkStats, learner_version: int, inserted: int) -> None:
+    def add_chunk(self, stats: ChunkStats, learner_version: int) -> None:
         """A delivered chunk; `learner_version` is the learner's latest publication."""
         worker = self.workers[stats.worker_index]
         worker.env_steps += stats.env_steps
@@ -83,14 +83,17 @@ class RunStats:
         lag = max(0, learner_version - stats.policy_version)
         self.lags.append(lag)
         self.sync_latencies.extend(stats.sync_latencies_s)
-        self.inserted += inserted
         interval = self._interval
         interval["env_steps"] += stats.env_steps
         interval["returns"] += stats.episode_returns
         interval["lengths"] += stats.episode_lengths
         interval["lags"].append(lag)
         interval["sync"] += stats.sync_latencies_s
-        interval["inserted"] += inserted
+
+    def add_inserted(self, count: int) -> None:
+        """Transitions that entered the replay buffer."""
+        self.inserted += count
+        self._interval["inserted"] += count
 
     def add_updates(
         self,
@@ -129,7 +132,6 @@ class RunStats:
         metrics: dict[str, float] = {
             "worker/env_steps_per_s": interval["env_steps"] / seconds,
             "learner/updates_per_s": interval["updates"] / seconds,
-            "learner/updates": float(self.updates),
             "replay/inserts_per_s": interval["inserted"] / seconds,
             "replay/samples_per_s": interval["sampled"] / seconds,
         }

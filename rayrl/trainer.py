@@ -20,7 +20,6 @@ from rayrl.checkpoint import load_learner_state
 from rayrl.config import Config
 from rayrl.evaluation import Evaluator
 from rayrl.replay import make_buffer, make_limiter
-from rayrl.seeding import derive_seed
 from rayrl.session import TrainingSession, TrainResult
 from rayrl.worker import RolloutWorker
 
@@ -37,12 +36,7 @@ def train_local(
     spec = workers[0].spec
     learner = algorithm.make_learner(config, spec)
     evaluator = Evaluator(config)
-    buffer = make_buffer(
-        config,
-        n_step=getattr(config.algorithm, "n_step", 1),
-        frame_stack=spec.frame_stack,
-        seed=derive_seed(config.run.seed, "replay"),
-    )
+    buffer = make_buffer(config, spec.frame_stack)
     limiter = make_limiter(config)
     counters = session.counters
     if resume is not None:
@@ -103,7 +97,8 @@ def train_local(
                 limiter.record_insert(len(chunk))
                 counters.env_steps += stats.env_steps
                 counters.episodes += len(stats.episode_returns)
-                session.stats.add_chunk(stats, learner.updates, len(chunk))
+                session.stats.add_chunk(stats, learner.updates)
+                session.stats.add_inserted(len(chunk))
                 t0 = time.perf_counter()
                 while limiter.can_sample(batch_size, len(buffer)):
                     update()
@@ -129,6 +124,7 @@ def train_local(
                 if session.record_eval(result, counters.env_steps):
                     checkpoint(best=True)
             if session.checkpoint_due():
+                session.checkpoint_started()
                 checkpoint(periodic=True)
             session.log_if_due(len(buffer))
     except KeyboardInterrupt:

@@ -19,7 +19,9 @@ from rayrl.seeding import derive_seed
 
 
 class RolloutWorker:
-    def __init__(self, config: Config, worker_index: int) -> None:
+    def __init__(self, config: Config, worker_index: int, incarnation: int = 0) -> None:
+        """Worker `worker_index` of the fleet; `incarnation` counts its replacements, so that
+        a replaced worker explores fresh episodes instead of replaying its predecessor's."""
         # one thread per worker process: workers scale by process, and torch's default
         # (all cores) would oversubscribe the machine once there are several
         torch.set_num_threads(1)
@@ -32,7 +34,7 @@ class RolloutWorker:
         algorithm = ALGORITHMS[config.algorithm.name]
         self.policy = algorithm.make_policy(config, self.spec, worker_index)
         self.processor = algorithm.make_processor(config, self.spec, workers.envs_per_worker)
-        self.env.reset(seed=derive_seed(config.run.seed, "env", worker_index))
+        self.env.reset(seed=derive_seed(config.run.seed, "env", worker_index, incarnation))
         self._unused_publish_time: float | None = None
 
     def set_weights(self, info: ModelInfo) -> None:

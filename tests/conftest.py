@@ -1,13 +1,17 @@
-"""Shared fixtures: offline W&B, per-test run directories, tiny configs."""
+"""Shared fixtures: offline W&B, per-test run directories, tiny configs, one test Ray."""
 
 from __future__ import annotations
 
+import logging
 import os
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -25,3 +29,38 @@ def tiny(tmp_path):
         "replay.samples_per_insert=2",
         "learner.batch_size=32",
     ]
+
+
+@pytest.fixture(scope="session")
+def hang_marker(tmp_path_factory):
+    """A file whose existence makes `tests.fake_envs:HangingCartPole-v0` hang once."""
+    return tmp_path_factory.mktemp("hang") / "hang-now"
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(hang_marker):
+    """One Ray for the whole suite: a head node and a second node that declares a GPU (no
+    real one), as `ray.cluster_utils.Cluster` simulates on one machine. Worker processes
+    get the repository on their PYTHONPATH so that they can import `tests.fake_envs`."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 4, "object_store_memory": 400 * 2**20},
+    )
+    gpu_node = cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=400 * 2**20)
+    cluster.wait_for_nodes()
+    ray.init(
+        address=cluster.address,
+        logging_level=logging.WARNING,
+        runtime_env={
+            "env_vars": {
+                "PYTHONPATH": str(REPO),
+                "RAYRL_TEST_HANG_FILE": str(hang_marker),
+            }
+        },
+    )
+    yield cluster, gpu_node
+    ray.shutdown()
+    cluster.shutdown()

@@ -253,7 +253,9 @@ class DQNLearner:
                 target.lerp_(online, tau)
 
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(array)).to(self.device, non_blocking=True)
+        # batches from Ray's object store are read-only views, which torch will not wrap
+        writable = np.require(array, requirements="CW")
+        return torch.from_numpy(writable).to(self.device, non_blocking=True)
 
     def get_weights(self) -> ModelInfo:
         return ModelInfo(self.updates, numpy_state_dict(self.online), published_at=time.time())

@@ -103,8 +103,11 @@ def numpy_state_dict(module: nn.Module) -> dict[str, np.ndarray]:
 
 
 def load_numpy_state_dict(module: nn.Module, weights: dict[str, np.ndarray]) -> None:
-    """Load a state dict of numpy arrays into `module` in place."""
-    module.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in weights.items()})
+    """Load a state dict of numpy arrays into `module` in place (arrays from Ray's object
+    store are read-only, which torch.from_numpy warns about: copy them)."""
+    module.load_state_dict(
+        {k: torch.from_numpy(np.require(v, requirements="CW")) for k, v in weights.items()}
+    )
 
 
 def resolve_device(device: str) -> torch.device:

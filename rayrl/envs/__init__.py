@@ -11,6 +11,7 @@ so that reported returns are always whole games with raw scores.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -57,11 +58,22 @@ def _register_atari() -> None:
 
 
 def check_env(config: EnvConfig) -> None:
-    """Raise a `ConfigError` naming close matches if `config.id` is not a registered env."""
+    """Raise a `ConfigError` naming close matches if `config.id` is not a registered env.
+
+    Like gymnasium, an id may name the module that registers it: "my_package.envs:MyEnv-v0".
+    """
     _register_atari()
-    if config.id not in gym.registry:
+    module, _, name = config.id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(
+                f"env.id={config.id!r}: cannot import module {module!r}: {exc}"
+            ) from None
+    if name not in gym.registry:
         raise ConfigError(
-            f"env.id: unknown environment {config.id!r}{did_you_mean(config.id, gym.registry)}"
+            f"env.id: unknown environment {config.id!r}{did_you_mean(name, gym.registry)}"
         )
     if is_atari(config.id) and config.kwargs:
         raise ConfigError(

@@ -5,15 +5,17 @@ from __future__ import annotations
 from rayrl.config import Config
 from rayrl.replay.buffer import PrioritizedReplay, UniformReplay, frame_capacity_for
 from rayrl.replay.rate_limiter import RateLimiter
+from rayrl.seeding import derive_seed
 
 __all__ = ["PrioritizedReplay", "RateLimiter", "UniformReplay", "make_buffer", "make_limiter"]
 
 
-def make_buffer(
-    config: Config, *, n_step: int, frame_stack: int | None, seed: int
-) -> UniformReplay:
-    """The configured buffer, its frame ring sized for the configured chunks."""
+def make_buffer(config: Config, frame_stack: int | None, seed: int | None = None) -> UniformReplay:
+    """The configured buffer, its frame ring sized for the configured chunks (whose
+    transitions look `algorithm.n_step` steps ahead); `seed` defaults to the run's."""
     replay = config.replay
+    n_step = getattr(config.algorithm, "n_step", 1)
+    seed = derive_seed(config.run.seed, "replay") if seed is None else seed
     stacked = frame_stack is not None
     frame_capacity = frame_capacity_for(
         replay.capacity, config.workers.steps_per_chunk, n_step, frame_stack or 1
@@ -34,10 +36,12 @@ def make_buffer(
 
 
 def make_limiter(config: Config) -> RateLimiter:
-    """The configured samples-per-insert limiter."""
+    """The configured samples-per-insert limiter. Its tolerance covers one chunk and one
+    sample request (the Ray learner asks for `learner.batches_per_request` batches at once),
+    so that inserting and sampling can never both be waiting."""
     return RateLimiter.for_sizes(
         config.replay.samples_per_insert,
         config.replay.min_size,
         chunk_size=config.chunk_size,
-        batch_size=config.learner.batch_size,
+        batch_size=config.learner.batch_size * config.learner.batches_per_request,
     )

@@ -27,7 +27,8 @@ class RateLimiter:
     def for_sizes(
         cls, samples_per_insert: float | None, min_size: int, chunk_size: int, batch_size: int
     ) -> RateLimiter:
-        """A limiter whose tolerance lets one chunk and one batch through without deadlock."""
+        """A limiter whose tolerance lets one chunk and one sample request (`batch_size`
+        transitions) through without deadlock."""
         spi = samples_per_insert or 0.0
         return cls(samples_per_insert, min_size, tolerance=spi * chunk_size + batch_size)
 

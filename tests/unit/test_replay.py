@@ -203,18 +203,24 @@ def test_rate_limiter_enforces_the_ratio_both_ways():
     assert inserted == 5
 
 
-def test_rate_limiter_never_deadlocks():
+@pytest.mark.parametrize(
+    ("samples_per_insert", "chunk", "sample_size"),
+    [(8.0, 64, 32), (4.0, 64, 512), (0.25, 1024, 256), (32.0, 256, 1024)],
+)
+def test_rate_limiter_never_deadlocks(samples_per_insert, chunk, sample_size):
     rng = np.random.default_rng(0)
-    limiter = RateLimiter.for_sizes(8.0, min_size=100, chunk_size=64, batch_size=32)
+    limiter = RateLimiter.for_sizes(
+        samples_per_insert, min_size=100, chunk_size=chunk, batch_size=sample_size
+    )
     size = 0
-    for _ in range(2000):
-        can_insert, can_sample = limiter.can_insert(64), limiter.can_sample(32, size)
+    for _ in range(5000):
+        can_insert, can_sample = limiter.can_insert(chunk), limiter.can_sample(sample_size, size)
         assert can_insert or can_sample
         if can_insert and (not can_sample or rng.random() < 0.5):
-            limiter.record_insert(64)
-            size += 64
+            limiter.record_insert(chunk)
+            size += chunk
         else:
-            limiter.record_sample(32)
+            limiter.record_sample(sample_size)
 
 
 def test_unlimited_rate():

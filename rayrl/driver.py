@@ -1,0 +1,537 @@
+"""The driver: a thin event loop over futures that keeps every actor busy and no queue long.
+
+It holds no experience and no tensors. Each worker has at most `max_chunks_in_flight`
+chunks requested and not yet in the buffer; a chunk goes worker -> object store -> replay
+actor by reference (the driver forwards the `ObjectRef`). The learner has two `train`
+calls queued, each returning its report and a `ModelInfo` that the driver owns (so the
+weights outlive a learner crash) and hands, as one reference, to every worker that has no
+weights update pending. Evaluation runs in its own actor on the newest weights, never
+pausing training. Checkpoints ask the learner for its state without waiting for it.
+
+Failures: a dead worker is replaced (with the newest weights); a worker that delivers no
+chunk for `workers.sample_timeout_s` is killed and replaced; a dead learner is restored from
+the latest checkpoint; a dead replay actor is re-created (empty, or from the buffer saved
+with the last checkpoint) and training waits for the warm-up size again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
+
+from rayrl.checkpoint import load_checkpoint, to_torch_tree
+from rayrl.config import Config
+from rayrl.core import ChunkStats, EvalResult, ModelInfo
+from rayrl.runtime import ActorFactory
+from rayrl.services import LearnerReport
+from rayrl.session import TrainingSession, TrainResult
+
+logger = logging.getLogger(__name__)
+
+WAIT_S = 0.2
+"""Longest the loop sleeps in `ray.wait` before checking timers (hangs, logs, stop)."""
+SHUTDOWN_TIMEOUT_S = 60.0
+
+
+def died_actor_id(error: BaseException) -> str | None:
+    """The id of the actor whose death caused `error`, if any. A task that failed because
+    an actor it called died raises `RayTaskError(ActorDiedError)` carrying the *caller's*
+    id; the dead actor is its cause's."""
+    while isinstance(error, RayTaskError):
+        cause = getattr(error, "cause", None)
+        if cause is None or cause is error:
+            break
+        error = cause
+    if isinstance(error, RayActorError):
+        return error.actor_id
+    return None
+
+
+def actor_id(handle: Any) -> str:
+    return handle._actor_id.hex()
+
+
+@dataclass
+class WorkerSlot:
+    index: int
+    handle: Any
+    incarnation: int = 0
+    in_flight: int = 0
+    """Chunks requested and not yet in the replay buffer."""
+    sampling: int = 0
+    """Sample calls not yet returned (a subset of `in_flight`)."""
+    last_progress: float = 0.0
+    """When it last returned a chunk, or was asked for one while idle."""
+    weights_version: int = -1
+    weights_pending: bool = False
+
+
+class RayDriver:
+    def __init__(
+        self,
+        config: Config,
+        session: TrainingSession,
+        resume: dict[str, Any] | None,
+        factory: ActorFactory,
+    ) -> None:
+        self.config = config
+        self.session = session
+        self.counters = session.counters
+        self.factory = factory
+        self.resume = resume
+        self.pending: dict[ray.ObjectRef, Callable[[ray.ObjectRef], None]] = {}
+        self.stopping = False
+        self.latest_info: ray.ObjectRef | None = None
+        self.latest_version = -1
+        self.learner_incarnation = 0
+        self.learner_calls = 0
+        self.replay_incarnation = 0
+        self.replay_size = 0
+        self.replay_stats_pending = False
+        self.evaluator_incarnation = 0
+        self.eval_pending = False
+        self.eval_started_at = 0.0
+        self.checkpoint_pending = False
+        self.final_eval: EvalResult | None = None
+
+    # ---- set-up ------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        """Create every actor at once (their processes start in parallel) and hand the
+        learner's initial weights to the workers; nothing here waits for an actor."""
+        restore = self.session.run_dir.replay_path if self._replay_saved() else None
+        self.replay = self.factory.replay(restore)
+        self.replay_ids = {actor_id(self.replay)}
+        learner_state = None if self.resume is None else to_torch_tree(self.resume["learner"])
+        self.learner = self.factory.learner(self.replay, learner_state)
+        self.evaluator = self.factory.evaluator()
+        self.workers = [
+            WorkerSlot(i, self.factory.worker(i, 0), last_progress=time.monotonic())
+            for i in range(self.config.workers.num_workers)
+        ]
+        self._publish_when_ready(self.learner.weights.remote(), self.counters.updates)
+        self.pending[self.learner.placement.remote()] = self._on_learner_placement
+
+    def _on_learner_placement(self, ref: ray.ObjectRef) -> None:
+        try:
+            placement = ray.get(ref)
+        except RayError:
+            return  # a dead learner is reported by its train calls
+        self.session.placement["learner"] = placement
+        device = placement["device"]
+        logger.info(
+            "learner actor on node %s: torch device %s, %g GPU(s) requested from Ray%s",
+            placement["node_id"][:12],
+            device,
+            self.factory.learner_gpus,
+            "" if device.startswith("cuda") else " (torch sees no CUDA device: training on CPU)",
+        )
+
+    def _replay_saved(self) -> bool:
+        saved = self.session.run_dir.replay_path.is_file()
+        return self.config.replay.save_with_checkpoint and saved
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    def run(self) -> TrainResult:
+        stop_reason = "interrupted"
+        try:
+            self._start()
+            try:
+                while (reason := self.session.stop_reason()) is None:
+                    self._submit_work()
+                    self._wait_and_dispatch()
+                    self._check_hung_workers()
+                    self._check_hung_evaluation()
+                    if self.session.log_due():
+                        self._refresh_replay_stats()
+                    self.session.log_if_due(self.replay_size)
+                stop_reason = reason
+            except KeyboardInterrupt:
+                logger.warning("interrupted: stopping sampling and writing a final checkpoint")
+            self._shutdown(final_eval=stop_reason != "interrupted", stop_reason=stop_reason)
+        finally:
+            self._kill_actors()  # also when the loop fails: no actor outlives its run
+        return self.session.result(stop_reason, self.final_eval)
+
+    def _submit_work(self) -> None:
+        if self.stopping:
+            return
+        for slot in self.workers:
+            while slot.in_flight < self.config.workers.max_chunks_in_flight:
+                self._request_chunk(slot)
+        while self.learner_calls < 2:
+            self._request_updates()
+        if self.session.eval_due() and not self.eval_pending and self.latest_info is not None:
+            self._request_eval()
+        if self.session.checkpoint_due() and not self.checkpoint_pending:
+            self._request_checkpoint(periodic=True)
+
+    def _wait_and_dispatch(self, timeout: float = WAIT_S) -> None:
+        if not self.pending:
+            time.sleep(timeout)
+            return
+        refs = list(self.pending)
+        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+        if ready:
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for ref in ready:
+            handler = self.pending.pop(ref)
+            handler(ref)
+
+    # ---- workers -------------------------------------------------------------------------
+
+    def _request_chunk(self, slot: WorkerSlot) -> None:
+        chunk_ref, stats_ref = slot.handle.sample.options(num_returns=2).remote(
+            self.counters.env_steps
+        )
+        add_ref = self.replay.add.remote(chunk_ref)
+        if slot.sampling == 0:
+            slot.last_progress = time.monotonic()
+        slot.sampling += 1
+        slot.in_flight += 1
+        self.pending[stats_ref] = partial(self._on_chunk_stats, slot, slot.incarnation)
+        self.pending[add_ref] = partial(self._on_chunk_added, slot, slot.incarnation)
+
+    def _on_chunk_stats(self, slot: WorkerSlot, incarnation: int, ref: ray.ObjectRef) -> None:
+        try:
+            stats: ChunkStats = ray.get(ref)
+        except RayError as error:
+            self._on_worker_error(slot, incarnation, error)
+            return
+        if incarnation != slot.incarnation:
+            return
+        slot.sampling -= 1
+        slot.last_progress = time.monotonic()
+        self.counters.env_steps += stats.env_steps
+        self.counters.episodes += len(stats.episode_returns)
+        self.session.stats.add_chunk(stats, max(self.latest_version, 0))
+
+    def _on_chunk_added(self, slot: WorkerSlot, incarnation: int, ref: ray.ObjectRef) -> None:
+        try:
+            inserted = ray.get(ref)
+        except RayError as error:
+            if died_actor_id(error) in self.replay_ids:
+                self._restart_replay()  # a no-op if it was replaced already
+            if incarnation == slot.incarnation:
+                slot.in_flight -= 1
+            self._on_worker_error(slot, incarnation, error)
+            return
+        self.session.stats.add_inserted(inserted)
+        if incarnation == slot.incarnation:
+            slot.in_flight -= 1
+            self._send_weights(slot)
+
+    def _on_worker_error(self, slot: WorkerSlot, incarnation: int, error: BaseException) -> None:
+        dead = died_actor_id(error)
+        if incarnation != slot.incarnation or (dead is not None and dead != actor_id(slot.handle)):
+            return  # an old incarnation, or another actor's failure
+        if dead is None:
+            logger.error("worker %d failed: %s", slot.index, error)
+        else:
+            logger.warning("worker %d died; replacing it", slot.index)
+        self._replace_worker(slot)
+
+    def _replace_worker(self, slot: WorkerSlot) -> None:
+        ray.kill(slot.handle, no_restart=True)
+        slot.incarnation += 1
+        slot.handle = self.factory.worker(slot.index, slot.incarnation)
+        slot.in_flight = 0
+        slot.sampling = 0
+        slot.weights_pending = False
+        slot.weights_version = -1
+        slot.last_progress = time.monotonic()
+        self.session.stats.add_worker_restart(slot.index)
+        self._send_weights(slot)
+
+    def _check_hung_workers(self) -> None:
+        timeout = self.config.workers.sample_timeout_s
+        now = time.monotonic()
+        for slot in self.workers:
+            # waiting for the replay's rate limit is not hanging: only sample calls count
+            if slot.sampling and now - slot.last_progress > timeout and not self.stopping:
+                logger.warning(
+                    "worker %d delivered no chunk for %.0f s (workers.sample_timeout_s): "
+                    "killing and replacing it",
+                    slot.index,
+                    now - slot.last_progress,
+                )
+                self.session.stats.count("worker/hangs")
+                self._replace_worker(slot)
+
+    # ---- weights -------------------------------------------------------------------------
+
+    def _publish_when_ready(self, info: ray.ObjectRef, version: int) -> None:
+        """Publish weights once they exist, so that no worker queues a call behind an
+        object that is still being made (workers sample with their own initial weights
+        until then)."""
+        self.pending[info] = partial(self._on_weights_ready, version)
+
+    def _on_weights_ready(self, version: int, ref: ray.ObjectRef) -> None:
+        try:
+            ray.get(ref)  # initial or restored weights only: a one-off fetch
+        except RayError:
+            return  # the learner died making them; its train calls report that
+        self._publish(ref, version)
+
+    def _publish(self, info: ray.ObjectRef, version: int) -> None:
+        """New, ready weights: hand the one reference to every worker that can take it."""
+        self.latest_info, self.latest_version = info, version
+        for slot in self.workers:
+            self._send_weights(slot)
+
+    def _send_weights(self, slot: WorkerSlot) -> None:
+        """Queue the newest weights behind the worker's chunks, one update at a time."""
+        if slot.weights_pending or slot.weights_version >= self.latest_version:
+            return
+        if self.latest_info is None:
+            return
+        slot.weights_pending = True
+        slot.weights_version = self.latest_version
+        ref = slot.handle.set_weights.remote(self.latest_info)
+        self.pending[ref] = partial(self._on_weights_applied, slot, slot.incarnation)
+
+    def _on_weights_applied(self, slot: WorkerSlot, incarnation: int, ref: ray.ObjectRef) -> None:
+        try:
+            ray.get(ref)
+        except RayError as error:
+            if incarnation == slot.incarnation:
+                slot.weights_pending = False
+            self._on_worker_error(slot, incarnation, error)
+            return
+        if incarnation == slot.incarnation:
+            slot.weights_pending = False
+            self._send_weights(slot)
+
+    # ---- learner -------------------------------------------------------------------------
+
+    def _request_updates(self) -> None:
+        report_ref, info_ref = self.learner.train.options(num_returns=2).remote(
+            self.config.learner.sync_interval
+        )
+        self.learner_calls += 1
+        self.pending[report_ref] = partial(
+            self._on_learner_report, info_ref, self.learner_incarnation
+        )
+
+    def _on_learner_report(
+        self, info_ref: ray.ObjectRef, incarnation: int, ref: ray.ObjectRef
+    ) -> None:
+        if incarnation != self.learner_incarnation:
+            return
+        self.learner_calls -= 1
+        try:
+            report: LearnerReport = ray.get(ref)
+        except RayError as error:
+            dead = died_actor_id(error)
+            if dead == actor_id(self.learner):
+                self._restore_learner()
+            elif dead in self.replay_ids:
+                self._restart_replay()  # a no-op if it was replaced already
+            else:
+                raise  # an error in the update itself: a bug that would only repeat
+            return
+        if report.updates:
+            self.counters.updates = report.total_updates
+            self.session.stats.add_updates(
+                report.metrics, report.updates, report.update_s, report.wall_s, report.sampled
+            )
+            self._publish(info_ref, report.total_updates)
+
+    def _restore_learner(self) -> None:
+        path = self.session.run_dir.latest_checkpoint
+        state = None
+        if path.is_file():
+            payload = load_checkpoint(path, algorithm=self.config.algorithm.name)
+            state = payload["learner"]
+            logger.warning(
+                "the learner died; restoring it from %s (%d updates)", path, state["updates"]
+            )
+        elif self.resume is not None:
+            state = to_torch_tree(self.resume["learner"])
+        else:
+            logger.warning("the learner died before the first checkpoint; restarting it fresh")
+        ray.kill(self.learner, no_restart=True)
+        self.learner_incarnation += 1
+        self.learner_calls = 0
+        self.checkpoint_pending = False
+        self.learner = self.factory.learner(self.replay, state, self.learner_incarnation)
+        self.session.stats.count("learner/restarts")
+        self.pending[self.learner.placement.remote()] = self._on_learner_placement
+        restored_version = int(state["updates"]) if state is not None else 0
+        self.counters.updates = restored_version
+        for slot in self.workers:  # workers may hold newer versions than the restored one
+            slot.weights_version = -1
+        self._publish_when_ready(self.learner.weights.remote(), restored_version)
+
+    # ---- replay --------------------------------------------------------------------------
+
+    def _restart_replay(self) -> None:
+        try:
+            ray.get(self.replay.stats.remote(), timeout=5)
+            return  # alive after all; the error was someone else's
+        except (RayError, GetTimeoutError):
+            pass
+        ray.kill(self.replay, no_restart=True)
+        self.replay_incarnation += 1
+        restore = self.session.run_dir.replay_path if self._replay_saved() else None
+        self.replay = self.factory.replay(restore, self.replay_incarnation)
+        self.replay_ids.add(actor_id(self.replay))
+        logger.warning(
+            "the replay actor died; %d transitions were lost%s; training waits for "
+            "replay.min_size=%d again",
+            self.replay_size,
+            " (refilled from the last checkpoint)" if restore else "",
+            self.config.replay.min_size,
+        )
+        self.session.stats.count("replay/restarts")
+        self.session.stats.count("replay/lost_transitions", self.replay_size)
+        self.replay_size = 0
+        self.learner.set_replay.remote(self.replay)
+
+    def _refresh_replay_stats(self) -> None:
+        if self.replay_stats_pending:
+            return
+        self.replay_stats_pending = True
+        ref = self.replay.stats.remote()
+        self.pending[ref] = partial(self._on_replay_stats, self.replay_incarnation)
+
+    def _on_replay_stats(self, incarnation: int, ref: ray.ObjectRef) -> None:
+        self.replay_stats_pending = False
+        try:
+            stats = ray.get(ref)
+        except RayError:
+            if incarnation == self.replay_incarnation:
+                self._restart_replay()
+            return
+        if incarnation == self.replay_incarnation:
+            self.replay_size = stats.size
+
+    # ---- evaluation and checkpoints ------------------------------------------------------
+
+    def _request_eval(self) -> None:
+        self.session.eval_started()
+        info = self.latest_info
+        self.eval_pending = True
+        self.eval_started_at = time.monotonic()
+        ref = self.evaluator.evaluate.remote(info, self.config.run.eval_episodes)
+        self.pending[ref] = partial(
+            self._on_eval, info, self.counters.env_steps, self.evaluator_incarnation
+        )
+
+    def _check_hung_evaluation(self) -> None:
+        if self.eval_pending and (
+            time.monotonic() - self.eval_started_at > self.config.run.eval_timeout_s
+        ):
+            logger.warning(
+                "evaluation took longer than run.eval_timeout_s=%g s; replacing the evaluator",
+                self.config.run.eval_timeout_s,
+            )
+            self._replace_evaluator()
+
+    def _replace_evaluator(self) -> None:
+        ray.kill(self.evaluator, no_restart=True)
+        self.evaluator_incarnation += 1
+        self.evaluator = self.factory.evaluator(self.evaluator_incarnation)
+        self.eval_pending = False
+        self.session.stats.count("eval/failures")
+
+    def _on_eval(
+        self, info: ray.ObjectRef, env_steps: int, incarnation: int, ref: ray.ObjectRef
+    ) -> None:
+        if incarnation != self.evaluator_incarnation:
+            return
+        self.eval_pending = False
+        try:
+            result: EvalResult = ray.get(ref)
+        except RayError as error:
+            logger.warning("evaluation failed (%s); replacing the evaluator", error)
+            self._replace_evaluator()
+            return
+        if self.session.record_eval(result, env_steps):
+            self._request_checkpoint(best=True, policy=info)
+
+    def _request_checkpoint(
+        self, *, periodic: bool = False, best: bool = False, policy: ray.ObjectRef | None = None
+    ) -> None:
+        policy = policy or self.latest_info
+        if periodic:
+            self.checkpoint_pending = True
+            self.session.checkpoint_started()
+        if periodic and self.config.replay.save_with_checkpoint:
+            self.replay.save.remote(self.session.run_dir.replay_path)
+        ref = self.learner.state.remote()
+        self.pending[ref] = partial(
+            self._on_learner_state, policy, periodic, best, self.learner_incarnation
+        )
+
+    def _on_learner_state(
+        self,
+        policy: ray.ObjectRef,
+        periodic: bool,
+        best: bool,
+        incarnation: int,
+        ref: ray.ObjectRef,
+    ) -> None:
+        if periodic:
+            self.checkpoint_pending = False
+        try:
+            state = ray.get(ref)
+            info: ModelInfo = ray.get(policy)
+        except RayError as error:
+            logger.warning("checkpoint skipped: %s", error)
+            return
+        if incarnation != self.learner_incarnation:
+            return
+        self.session.save_checkpoint(to_torch_tree(state), info, best=best, periodic=periodic)
+
+    # ---- the end -------------------------------------------------------------------------
+
+    def _evaluating(self) -> bool:
+        self._check_hung_evaluation()
+        return self.eval_pending
+
+    def _drain(self, condition: Callable[[], bool], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while condition() and time.monotonic() < deadline:
+            self._wait_and_dispatch()
+
+    def _shutdown(self, *, final_eval: bool, stop_reason: str) -> None:
+        """Stop sampling, let the learner finish, evaluate and checkpoint one last time."""
+        self.stopping = True
+        self.replay.stop.remote()
+        self._drain(lambda: self.learner_calls > 0, SHUTDOWN_TIMEOUT_S)
+        if stop_reason == "target_return reached":
+            self.final_eval = self.session.last_eval
+        elif final_eval:
+            self._drain(self._evaluating, self.config.run.eval_timeout_s)
+            self.session.last_eval = None
+            self._request_eval()
+            self._drain(self._evaluating, self.config.run.eval_timeout_s)
+            self.final_eval = self.session.last_eval
+        self._drain(lambda: self.checkpoint_pending, SHUTDOWN_TIMEOUT_S)
+        state_ref = self.learner.state.remote()
+        try:
+            state = ray.get(state_ref, timeout=SHUTDOWN_TIMEOUT_S)
+            info = ray.get(self.latest_info, timeout=SHUTDOWN_TIMEOUT_S)
+        except (RayError, GetTimeoutError) as error:
+            logger.error("could not write the final checkpoint: %s", error)
+            return
+        self.session.save_checkpoint(to_torch_tree(state), info)
+        self._drain(lambda: bool(self.pending), 5.0)
+        self.session.log_if_due(self.replay_size, force=True)
+
+    def _kill_actors(self) -> None:
+        handles = [slot.handle for slot in self.workers]
+        handles += [self.learner, self.replay, self.evaluator]
+        for handle in handles:
+            with contextlib.suppress(RayError, ValueError):
+                ray.kill(handle, no_restart=True)

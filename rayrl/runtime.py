@@ -1,0 +1,180 @@
+"""The Ray runtime: the one module where rayrl's plain classes become Ray actors.
+
+- `RolloutWorker` -> a worker actor per `workers.num_workers`, `workers.cpus_per_worker` CPUs
+  each, spread over the cluster;
+- `ReplayService` -> the replay actor, on the driver's node when possible (so that saving
+  the buffer with a checkpoint writes into the run directory);
+- `LearnerService` -> the learner actor, with `learner.num_gpus` GPUs (one by default when
+  the cluster has a GPU), so that on a cluster it lands on a GPU node;
+- `Evaluator` -> an evaluation actor.
+
+`train_ray` connects to (or starts) Ray, checks that the cluster can host the run, and
+hands over to the driver's event loop (`rayrl.driver`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from rayrl.config import Config
+from rayrl.envs import EnvSpec
+from rayrl.errors import ConfigError, UserError
+from rayrl.evaluation import Evaluator
+from rayrl.services import LearnerService, ReplayService
+from rayrl.session import TrainingSession, TrainResult
+from rayrl.worker import RolloutWorker
+
+logger = logging.getLogger(__name__)
+
+LEARNER_CPUS = 1.0
+
+
+def requested_cpus(config: Config) -> float:
+    return config.workers.num_workers * config.workers.cpus_per_worker + LEARNER_CPUS
+
+
+def connect(config: Config, address: str | None, dashboard: bool = False) -> bool:
+    """Join the Ray at `address`, or start a local one sized to this machine.
+
+    Returns True when this call connected (so the caller disconnects, and a local Ray it
+    started is shut down with it); False when Ray was already initialized in this process
+    (a notebook, the test suite), which is then left as it is.
+    """
+    if ray.is_initialized():
+        return False
+    if address is None:
+        cpus = os.cpu_count() or 1
+        needed = math.ceil(requested_cpus(config))
+        if needed > cpus:
+            logger.info(
+                "the run asks for %d CPUs and this machine has %d: starting a local Ray with "
+                "%d logical CPUs (workers share cores)",
+                needed,
+                cpus,
+                needed,
+            )
+        ray.init(
+            num_cpus=max(cpus, needed),
+            include_dashboard=dashboard,
+            logging_level=logging.WARNING,
+        )
+        return True
+    try:
+        ray.init(address=address, logging_level=logging.WARNING)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise UserError(f"cannot connect to the Ray cluster at '{address}': {exc}") from None
+    return True
+
+
+def check_cluster(config: Config) -> float:
+    """Raise if the cluster cannot host the run; returns the learner's GPU request."""
+    resources = ray.cluster_resources()
+    cpus, gpus = resources.get("CPU", 0.0), resources.get("GPU", 0.0)
+    if requested_cpus(config) > cpus:
+        raise ConfigError(
+            f"the Ray cluster has {cpus:g} CPUs but the run asks for "
+            f"{requested_cpus(config):g} (workers.num_workers={config.workers.num_workers} x "
+            f"workers.cpus_per_worker={config.workers.cpus_per_worker:g} + 1 for the learner); "
+            "lower them or add nodes"
+        )
+    num_gpus = config.learner.num_gpus
+    if num_gpus is None:
+        return 1.0 if gpus >= 1 else 0.0
+    if num_gpus > gpus:
+        raise ConfigError(
+            f"learner.num_gpus={num_gpus:g} but the Ray cluster has {gpus:g} GPUs; "
+            "use null to take one only when there is one"
+        )
+    return num_gpus
+
+
+class ActorFactory:
+    """Creates the run's actors with their Ray options."""
+
+    def __init__(self, config: Config, spec: EnvSpec, name_prefix: str, learner_gpus: float):
+        self.config = config
+        self.spec = spec
+        self.prefix = name_prefix
+        self.learner_gpus = learner_gpus
+
+    def worker(self, index: int, incarnation: int) -> Any:
+        suffix = f".{incarnation}" if incarnation else ""
+        return (
+            ray.remote(RolloutWorker)
+            .options(
+                name=f"{self.prefix}/worker-{index}{suffix}",
+                num_cpus=self.config.workers.cpus_per_worker,
+                scheduling_strategy="SPREAD",
+            )
+            .remote(self.config, index, incarnation)
+        )
+
+    def replay(self, restore: Path | None, incarnation: int = 0) -> Any:
+        suffix = f".{incarnation}" if incarnation else ""
+        here = ray.get_runtime_context().get_node_id()
+        return (
+            ray.remote(ReplayService)
+            .options(
+                name=f"{self.prefix}/replay{suffix}",
+                num_cpus=0,
+                # every caller may be waiting on the rate limit at once: all workers' adds,
+                # the learner's sample requests, and stats/priorities/save/stop calls
+                max_concurrency=self.config.workers.num_workers
+                * self.config.workers.max_chunks_in_flight
+                + self.config.learner.prefetch_requests
+                + 8,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True),
+            )
+            .remote(self.config, self.spec.frame_stack, restore)
+        )
+
+    def learner(self, replay: Any, state: dict[str, Any] | None, incarnation: int = 0) -> Any:
+        suffix = f".{incarnation}" if incarnation else ""
+        return (
+            ray.remote(LearnerService)
+            .options(
+                name=f"{self.prefix}/learner{suffix}",
+                num_cpus=LEARNER_CPUS,
+                num_gpus=self.learner_gpus,
+            )
+            .remote(self.config, self.spec, replay, state)
+        )
+
+    def evaluator(self, incarnation: int = 0) -> Any:
+        suffix = f".{incarnation}" if incarnation else ""
+        return (
+            ray.remote(Evaluator)
+            .options(name=f"{self.prefix}/evaluator{suffix}", num_cpus=0)
+            .remote(self.config)
+        )
+
+
+def train_ray(
+    config: Config,
+    session: TrainingSession,
+    resume: dict[str, Any] | None,
+    *,
+    address: str | None = None,
+    dashboard: bool = False,
+) -> TrainResult:
+    """Train with Ray actors until a stop condition; see `rayrl.driver`."""
+    from rayrl.driver import RayDriver
+    from rayrl.envs import env_spec
+
+    connected_here = connect(config, address, dashboard)
+    try:
+        learner_gpus = check_cluster(config)
+        factory = ActorFactory(
+            config, env_spec(config.env), f"rayrl/{session.run_dir.root.name}", learner_gpus
+        )
+        return RayDriver(config, session, resume, factory).run()
+    finally:
+        if connected_here:
+            ray.shutdown()

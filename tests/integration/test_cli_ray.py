@@ -1,0 +1,172 @@
+"""The real `rayrl train` command with the Ray runtime, each in its own process with its own
+local Ray: the default run, Ctrl-C, SIGKILL and --resume. Every test checks that no process
+of the Ray it started is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+
+@pytest.fixture
+def ray_tmp():
+    """A short RAY_TMPDIR (Ray's socket paths have a length limit), to find the processes of
+    the Ray that a command started: their command lines name it."""
+    path = Path(tempfile.mkdtemp(prefix="rr", dir="/tmp"))
+    yield path
+    leftover = ray_processes(path)
+    for pid in leftover:  # never leave them to the next test, even when this one failed
+        os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(path, ignore_errors=True)
+    assert not leftover, f"Ray processes left behind: {leftover}"
+
+
+def ray_processes(ray_tmp: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            environ = (entry / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if str(ray_tmp) in cmdline or f"RAY_TMPDIR={ray_tmp}" in environ:
+            found.append(int(entry.name))
+    return found
+
+
+def start_train(cwd: Path, ray_tmp: Path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "rayrl.cli", "train", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, like a job started from a shell
+    )
+
+
+def wait_for(condition, timeout_s: float, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if proc.poll() is not None:
+            pytest.fail(f"rayrl exited early ({proc.returncode}):\n{proc.stdout.read()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"timed out:\n{proc.stdout.read()}")
+        time.sleep(0.5)
+
+
+def wait_gone(ray_tmp: Path, timeout_s: float = 30.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while (left := ray_processes(ray_tmp)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+def only_run(runs: Path) -> Path:
+    (run,) = runs.iterdir()
+    return run
+
+
+@pytest.mark.timeout(300)
+def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_path, ray_tmp):
+    """The README's first command: `rayrl train`, no flags."""
+    proc = start_train(tmp_path, ray_tmp)
+    output, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 0, output
+    final = re.search(r"final evaluation: mean return ([\d.]+) over 10 episodes", output)
+    assert final, output
+    assert float(final.group(1)) >= 475
+    assert "target return reached in" in output
+    for section in ("workers:", "learner:", "replay:", "policy lag", "weight sync"):
+        assert section in output
+    assert (only_run(tmp_path / "runs") / "checkpoints" / "best.pt").is_file()
+    assert wait_gone(ray_tmp) == []
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp):
+    proc = start_train(
+        tmp_path,
+        ray_tmp,
+        "--set",
+        "run.target_return=null",
+        "--set",
+        "logging.console=false",
+        "--set",
+        "logging.log_interval_s=0.5",
+    )
+    metrics = tmp_path / "runs"
+
+    def learning():
+        files = list(metrics.glob("*/metrics.jsonl"))
+        return files and '"learner/loss"' in files[0].read_text()
+
+    wait_for(learning, 180, proc)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output
+    assert "stopped: interrupted" in output
+    payload = torch.load(only_run(metrics) / "checkpoints" / "latest.pt", weights_only=True)
+    assert payload["counters"]["env_steps"] > 0
+    assert payload["counters"]["updates"] > 0
+    assert wait_gone(ray_tmp) == []
+
+
+@pytest.mark.timeout(300)
+def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
+    proc = start_train(
+        tmp_path,
+        ray_tmp,
+        "--set",
+        "run.target_return=null",
+        "--set",
+        "logging.console=false",
+        "--set",
+        "run.checkpoint_interval_env_steps=2048",
+    )
+    runs = tmp_path / "runs"
+    wait_for(lambda: bool(list(runs.glob("*/checkpoints/step_*.pt"))), 180, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert wait_gone(ray_tmp) == []  # Ray's processes share the driver's fate
+    run = only_run(runs)
+    saved = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)["counters"]
+    target = saved["env_steps"] + 2048
+
+    resumed = start_train(
+        tmp_path,
+        ray_tmp,
+        "--resume",
+        str(run),
+        "--set",
+        "workers.num_workers=1",
+        "--set",
+        f"run.total_env_steps={target}",
+    )
+    output, _ = resumed.communicate(timeout=240)
+    assert resumed.returncode == 0, output
+    assert "stopped: total_env_steps reached" in output
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    after = [r for r in rows if r["env_steps"] > saved["env_steps"]]
+    assert after
+    assert after[-1]["env_steps"] >= target
+    final = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)["counters"]
+    assert final["updates"] >= saved["updates"]
+    assert final["env_steps"] >= target
+    assert wait_gone(ray_tmp) == []

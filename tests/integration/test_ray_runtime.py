@@ -1,0 +1,194 @@
+"""The Ray runtime with real actors on the suite's two-node test cluster (one node declares a
+GPU): learning, placement, and faults injected by killing real actor processes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import ray
+
+import rayrl
+from rayrl.checkpoint import load_checkpoint
+from rayrl.rundir import RunDirectory
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def env_steps_logged(run_dir: Path) -> int:
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    return max((r["env_steps"] for r in rows), default=0)
+
+
+def kill_actor_when(name: str, ready: Callable[[], bool], timeout_s: float = 120.0):
+    """From a background thread: once `ready()`, kill the actor `name` (SIGKILL, through
+    Ray) and record that it was killed."""
+    killed = threading.Event()
+
+    def run():
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if ready():
+                try:
+                    ray.kill(ray.get_actor(name), no_restart=True)
+                except ValueError:  # not created yet
+                    pass
+                else:
+                    killed.set()
+                    return
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return killed
+
+
+def fault_run(tmp_path: Path, name: str, *extra: str) -> list[str]:
+    return [
+        "logging.console=false",
+        f"run.runs_dir={tmp_path}",
+        f"run.name={name}",
+        "run.target_return=null",
+        "run.total_env_steps=8192",
+        "run.eval_interval_env_steps=4096",
+        "run.eval_episodes=2",
+        "run.checkpoint_interval_env_steps=2048",
+        "logging.log_interval_s=0.5",
+        "replay.min_size=512",
+        "replay.samples_per_insert=4",
+        "learner.batch_size=64",
+        "learner.sync_interval=10",
+        *extra,
+    ]
+
+
+def assert_updates_never_go_backwards(rows: list[dict]) -> None:
+    updates = [r["learner/updates"] for r in rows if "learner/updates" in r]
+    assert updates, "no learner metrics recorded"
+    assert updates == sorted(updates)
+
+
+@pytest.mark.timeout(240)
+def test_async_dqn_reaches_the_threshold_with_the_learner_on_the_gpu_node(ray_cluster, tmp_path):
+    _, gpu_node = ray_cluster
+    result = rayrl.train(
+        "cartpole_dqn",
+        overrides=["logging.console=false", f"run.runs_dir={tmp_path}", "run.seed=1"],
+    )
+    assert result.stop_reason == "target_return reached"
+    assert result.final_eval.mean >= 475
+    assert len(result.final_eval.returns) == 10
+    # placement: the cluster has a GPU, so the learner asked for one and landed on its node;
+    # torch sees no CUDA device there and trained on the CPU
+    assert result.placement["learner"]["node_id"] == gpu_node.node_id
+    assert result.placement["learner"]["device"] == "cpu"
+    assert "policy lag" in result.summary
+    assert "weight sync" in result.summary
+
+
+@pytest.mark.timeout(240)
+def test_killed_worker_is_replaced_and_training_goes_on(ray_cluster, tmp_path):
+    run_dir = tmp_path / "worker-kill"
+    killed = kill_actor_when(
+        "rayrl/worker-kill/worker-0", lambda: env_steps_logged(run_dir) >= 2048
+    )
+    result = rayrl.train(None, overrides=fault_run(tmp_path, "worker-kill"))
+    assert killed.is_set()
+    assert result.stop_reason == "total_env_steps reached"
+    assert result.counters.env_steps >= 8192
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    assert rows[-1]["worker/restarts"] >= 1
+    assert_updates_never_go_backwards(rows)
+    assert "restarts" in result.summary
+
+
+@pytest.mark.timeout(240)
+def test_killed_learner_is_restored_from_its_checkpoint(ray_cluster, tmp_path, caplog):
+    run_dir = tmp_path / "learner-kill"
+    latest = run_dir / "checkpoints" / "latest.pt"
+    killed = kill_actor_when("rayrl/learner-kill/learner", latest.is_file)
+    with caplog.at_level(logging.WARNING, logger="rayrl.driver"):
+        result = rayrl.train(None, overrides=fault_run(tmp_path, "learner-kill"))
+    assert killed.is_set()
+    assert result.stop_reason == "total_env_steps reached"
+    assert any("restoring it from" in r.message for r in caplog.records)
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    assert rows[-1]["learner/restarts"] >= 1
+    final = load_checkpoint(latest)
+    assert final["counters"]["env_steps"] >= 8192
+    assert final["counters"]["updates"] > 0
+
+
+@pytest.mark.timeout(240)
+def test_killed_replay_is_recreated_and_refilled(ray_cluster, tmp_path, caplog):
+    run_dir = tmp_path / "replay-kill"
+    killed = kill_actor_when("rayrl/replay-kill/replay", lambda: env_steps_logged(run_dir) >= 3072)
+    with caplog.at_level(logging.WARNING, logger="rayrl.driver"):
+        result = rayrl.train(None, overrides=fault_run(tmp_path, "replay-kill"))
+    assert killed.is_set()
+    assert result.stop_reason == "total_env_steps reached"
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    assert rows[-1]["replay/restarts"] >= 1
+    assert rows[-1]["replay/lost_transitions"] > 0
+    assert any("transitions were lost" in r.message for r in caplog.records)
+    assert_updates_never_go_backwards(rows)
+
+
+@pytest.mark.timeout(240)
+def test_hung_worker_is_killed_and_replaced(ray_cluster, tmp_path, hang_marker):
+    run_dir = tmp_path / "hang"
+
+    def hang_soon():
+        if env_steps_logged(run_dir) >= 2048:
+            hang_marker.touch()
+            return True
+        return False
+
+    threading.Thread(
+        target=lambda: [time.sleep(0.2) for _ in iter(hang_soon, True)], daemon=True
+    ).start()
+    result = rayrl.train(
+        None,
+        overrides=fault_run(
+            tmp_path,
+            "hang",
+            "env.id=tests.fake_envs:HangingCartPole-v0",
+            "workers.sample_timeout_s=3",
+            "run.eval_interval_env_steps=100000",  # the evaluator steps this env too
+        ),
+    )
+    assert not hang_marker.exists()  # a worker's env found it and hung
+    assert result.stop_reason == "total_env_steps reached"
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    assert rows[-1]["worker/hangs"] >= 1
+    assert rows[-1]["worker/restarts"] >= 1
+
+
+@pytest.mark.timeout(240)
+def test_resume_with_a_different_number_of_workers(ray_cluster, tmp_path):
+    first = rayrl.train(None, overrides=fault_run(tmp_path, "resume", "run.total_env_steps=4096"))
+    before = load_checkpoint(RunDirectory(first.run_dir).latest_checkpoint)["counters"]
+    resumed = rayrl.train(
+        resume=first.run_dir,
+        overrides=["workers.num_workers=1", "run.total_env_steps=6144"],
+    )
+    assert resumed.counters.env_steps >= 6144
+    assert resumed.counters.updates > before["updates"]
+    rows = read_jsonl(first.run_dir / "metrics.jsonl")
+    steps = [r["env_steps"] for r in rows]
+    assert steps == sorted(steps)
+    assert_updates_never_go_backwards(rows)
+
+
+def test_cluster_too_small_is_a_clear_error(ray_cluster, tiny):
+    with pytest.raises(rayrl.UserError, match=r"has 5 CPUs but the run asks for 21"):
+        rayrl.train(None, overrides=[*tiny, "workers.num_workers=20"])
