@@ -39,6 +39,12 @@ logger = logging.getLogger(__name__)
 WAIT_S = 0.2
 """Longest the loop sleeps in `ray.wait` before checking timers (hangs, logs, stop)."""
 SHUTDOWN_TIMEOUT_S = 60.0
+WORKER_START_TIMEOUT_S = 300.0
+"""A worker must finish starting (process, imports, env creation) within this time; the
+hang timeout (`workers.sample_timeout_s`) only counts once it has."""
+MAX_FAILURES_WITHOUT_PROGRESS = 5
+"""A worker slot replaced this many times in a row without delivering a chunk stops the run
+with an error (an env that crashes on start would otherwise be restarted forever)."""
 
 
 def died_actor_id(error: BaseException) -> str | None:
@@ -68,8 +74,12 @@ class WorkerSlot:
     """Chunks requested and not yet in the replay buffer."""
     sampling: int = 0
     """Sample calls not yet returned (a subset of `in_flight`)."""
+    ready: bool = False
+    """Its process has started (the hang timeout runs only from then on)."""
     last_progress: float = 0.0
-    """When it last returned a chunk, or was asked for one while idle."""
+    """When it last returned a chunk, was asked for one while idle, or was created."""
+    failures: int = 0
+    """Replacements since it last delivered a chunk."""
     weights_version: int = -1
     weights_pending: bool = False
 
@@ -88,6 +98,10 @@ class RayDriver:
         self.factory = factory
         self.resume = resume
         self.pending: dict[ray.ObjectRef, Callable[[ray.ObjectRef], None]] = {}
+        self.workers: list[WorkerSlot] = []
+        self.learner: Any = None
+        self.replay: Any = None
+        self.evaluator: Any = None
         self.stopping = False
         self.latest_info: ray.ObjectRef | None = None
         self.latest_version = -1
@@ -117,6 +131,8 @@ class RayDriver:
             WorkerSlot(i, self.factory.worker(i, 0), last_progress=time.monotonic())
             for i in range(self.config.workers.num_workers)
         ]
+        for slot in self.workers:
+            self._watch_start(slot)
         self._publish_when_ready(self.learner.weights.remote(), self.counters.updates)
         self.pending[self.learner.placement.remote()] = self._on_learner_placement
 
@@ -189,6 +205,20 @@ class RayDriver:
 
     # ---- workers -------------------------------------------------------------------------
 
+    def _watch_start(self, slot: WorkerSlot) -> None:
+        ref = slot.handle.__ray_ready__.remote()
+        self.pending[ref] = partial(self._on_worker_ready, slot, slot.incarnation)
+
+    def _on_worker_ready(self, slot: WorkerSlot, incarnation: int, ref: ray.ObjectRef) -> None:
+        try:
+            ray.get(ref)
+        except RayError as error:
+            self._on_worker_error(slot, incarnation, error)
+            return
+        if incarnation == slot.incarnation:
+            slot.ready = True
+            slot.last_progress = time.monotonic()
+
     def _request_chunk(self, slot: WorkerSlot) -> None:
         chunk_ref, stats_ref = slot.handle.sample.options(num_returns=2).remote(
             self.counters.env_steps
@@ -210,6 +240,7 @@ class RayDriver:
         if incarnation != slot.incarnation:
             return
         slot.sampling -= 1
+        slot.failures = 0
         slot.last_progress = time.monotonic()
         self.counters.env_steps += stats.env_steps
         self.counters.episodes += len(stats.episode_returns)
@@ -242,22 +273,37 @@ class RayDriver:
 
     def _replace_worker(self, slot: WorkerSlot) -> None:
         ray.kill(slot.handle, no_restart=True)
+        slot.failures += 1
+        if slot.failures >= MAX_FAILURES_WITHOUT_PROGRESS:
+            raise RuntimeError(
+                f"worker {slot.index} failed {slot.failures} times in a row without delivering "
+                "a chunk; see the worker errors above (an env that cannot start or step?)"
+            )
         slot.incarnation += 1
         slot.handle = self.factory.worker(slot.index, slot.incarnation)
         slot.in_flight = 0
         slot.sampling = 0
+        slot.ready = False
         slot.weights_pending = False
         slot.weights_version = -1
         slot.last_progress = time.monotonic()
         self.session.stats.add_worker_restart(slot.index)
+        self._watch_start(slot)
         self._send_weights(slot)
 
     def _check_hung_workers(self) -> None:
         timeout = self.config.workers.sample_timeout_s
         now = time.monotonic()
         for slot in self.workers:
+            if self.stopping:
+                return
+            if not slot.ready:
+                if now - slot.last_progress > WORKER_START_TIMEOUT_S + timeout:
+                    logger.warning("worker %d did not start; replacing it", slot.index)
+                    self._replace_worker(slot)
+                continue
             # waiting for the replay's rate limit is not hanging: only sample calls count
-            if slot.sampling and now - slot.last_progress > timeout and not self.stopping:
+            if slot.sampling and now - slot.last_progress > timeout:
                 logger.warning(
                     "worker %d delivered no chunk for %.0f s (workers.sample_timeout_s): "
                     "killing and replacing it",
@@ -296,7 +342,9 @@ class RayDriver:
             return
         slot.weights_pending = True
         slot.weights_version = self.latest_version
-        ref = slot.handle.set_weights.remote(self.latest_info)
+        # its own concurrency group: it runs beside a sample call in progress, which picks
+        # the weights up at its next step
+        ref = slot.handle.set_weights.options(concurrency_group="weights").remote(self.latest_info)
         self.pending[ref] = partial(self._on_weights_applied, slot, slot.incarnation)
 
     def _on_weights_applied(self, slot: WorkerSlot, incarnation: int, ref: ray.ObjectRef) -> None:
@@ -532,6 +580,6 @@ class RayDriver:
     def _kill_actors(self) -> None:
         handles = [slot.handle for slot in self.workers]
         handles += [self.learner, self.replay, self.evaluator]
-        for handle in handles:
+        for handle in filter(None, handles):
             with contextlib.suppress(RayError, ValueError):
                 ray.kill(handle, no_restart=True)

@@ -107,7 +107,8 @@ class ActorFactory:
     def worker(self, index: int, incarnation: int) -> Any:
         suffix = f".{incarnation}" if incarnation else ""
         return (
-            ray.remote(RolloutWorker)
+            # sample calls run one at a time; set_weights runs beside them, in its own group
+            ray.remote(concurrency_groups={"weights": 1})(RolloutWorker)
             .options(
                 name=f"{self.prefix}/worker-{index}{suffix}",
                 num_cpus=self.config.workers.cpus_per_worker,

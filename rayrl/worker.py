@@ -1,13 +1,16 @@
 """The rollout worker: a vector env, a CPU copy of the policy and a step processor.
 
 A plain class; `rayrl.runtime` makes it a Ray actor, the local trainer calls it directly.
-Weights arrive through `set_weights` between chunks (Ray runs an actor's calls in order), so
-sampling never waits for the learner.
+`set_weights` only drops the new weights into an inbox (in the Ray runtime it runs in its own
+thread, beside a sample call in progress); the sampling loop applies the newest ones before
+its next step. Sampling never waits for the learner, and a new version is in use one env
+step after it arrives, not a whole chunk later (the Acme VariableClient idea, push-based).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 
 import torch
 
@@ -35,12 +38,20 @@ class RolloutWorker:
         self.policy = algorithm.make_policy(config, self.spec, worker_index)
         self.processor = algorithm.make_processor(config, self.spec, workers.envs_per_worker)
         self.env.reset(seed=derive_seed(config.run.seed, "env", worker_index, incarnation))
-        self._unused_publish_time: float | None = None
+        self._inbox: deque[ModelInfo] = deque(maxlen=1)  # thread-safe; the newest wins
 
     def set_weights(self, info: ModelInfo) -> None:
-        """Act with these weights from the next chunk on."""
+        """Act with these weights from the next env step on."""
+        self._inbox.append(info)
+
+    def _apply_new_weights(self, sync_latencies: list[float]) -> None:
+        try:
+            info = self._inbox.popleft()
+        except IndexError:
+            return
         self.policy.set_weights(info)
-        self._unused_publish_time = info.published_at
+        if info.published_at:
+            sync_latencies.append(time.time() - info.published_at)
 
     def sample(self, run_env_steps: int = 0):
         """Step every env `steps_per_chunk` times; returns (TransitionChunk, ChunkStats).
@@ -48,13 +59,11 @@ class RolloutWorker:
         `run_env_steps` is the run's env-step count when the chunk was requested; it drives
         exploration schedules.
         """
-        sync_latencies = []
-        if self._unused_publish_time is not None:
-            sync_latencies.append(time.time() - self._unused_publish_time)
-            self._unused_publish_time = None
+        sync_latencies: list[float] = []
         act_s = step_s = process_s = 0.0
         num_envs = self.env.num_envs
         for t in range(self.steps_per_chunk):
+            self._apply_new_weights(sync_latencies)
             t0 = time.perf_counter()
             out = self.policy.act(
                 self.env.obs, explore=True, env_steps=run_env_steps + t * num_envs
@@ -74,7 +83,7 @@ class RolloutWorker:
             env_steps=self.steps_per_chunk * num_envs,
             episode_returns=[e.episode_return for e in episodes],
             episode_lengths=[e.length for e in episodes],
-            policy_version=self.policy.version,
+            policy_version=chunk.policy_version,
             act_s=act_s,
             step_s=step_s,
             process_s=process_s,

@@ -148,7 +148,7 @@ def test_hung_worker_is_killed_and_replaced(ray_cluster, tmp_path, hang_marker):
     run_dir = tmp_path / "hang"
 
     def hang_soon():
-        if env_steps_logged(run_dir) >= 2048:
+        if env_steps_logged(run_dir) >= 1024:
             hang_marker.touch()
             return True
         return False
@@ -163,6 +163,7 @@ def test_hung_worker_is_killed_and_replaced(ray_cluster, tmp_path, hang_marker):
             "hang",
             "env.id=tests.fake_envs:HangingCartPole-v0",
             "workers.sample_timeout_s=3",
+            "run.total_env_steps=16384",  # long enough after the hang for the timeout
             "run.eval_interval_env_steps=100000",  # the evaluator steps this env too
         ),
     )
