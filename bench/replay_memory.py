@@ -16,11 +16,9 @@ import gc
 import statistics
 import time
 
-import numpy as np
+from common import atari_chunks, rss_bytes
 
 from rayrl.config import load_config, with_overrides
-from rayrl.core import StepBatch
-from rayrl.processing import NStepProcessor
 from rayrl.replay import make_buffer
 
 PRESET = load_config("pong_dqn")
@@ -31,52 +29,14 @@ STACK = PRESET.env.frame_stack
 FRAME = (84, 84)
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
-
-
-def worker_chunks(rng: np.random.Generator):
-    """Chunks as a worker makes them, from a synthetic Atari-like stream."""
-    processor = NStepProcessor(ENVS, n_step=N_STEP, gamma=0.99, frame_stack=STACK)
-    obs = np.zeros((ENVS, STACK, *FRAME), dtype=np.uint8)
-    obs[:, -1] = rng.integers(0, 255, size=(ENVS, *FRAME), dtype=np.uint8)
-    while True:
-        for _ in range(STEPS):
-            new = rng.integers(0, 255, size=(ENVS, *FRAME), dtype=np.uint8)
-            next_obs = np.concatenate([obs[:, 1:], new[:, None]], axis=1)
-            ended = rng.random(ENVS) < 1 / 2000
-            after = next_obs.copy()
-            after[ended] = 0
-            after[ended, -1] = rng.integers(0, 255, size=(int(ended.sum()), *FRAME))
-            processor.process(
-                StepBatch(
-                    obs=obs,
-                    actions=rng.integers(0, 6, size=ENVS),
-                    rewards=np.zeros(ENVS, np.float32),
-                    terminated=ended,
-                    truncated=np.zeros(ENVS, bool),
-                    next_obs=next_obs,
-                    env_reset=ended,
-                ),
-                policy_version=0,
-            )
-            obs = after
-        yield processor.flush()
-
-
 def measure(kind: str, capacity: int, seed: int) -> dict[str, float]:
     gc.collect()
     before = rss_bytes()
-    config = PRESET
-    for key, value in (("capacity", capacity), ("prioritized", kind == "prioritized")):
-        config = with_overrides(config, [f"replay.{key}={value}"])
+    config = with_overrides(
+        PRESET, [f"replay.capacity={capacity}", f"replay.prioritized={kind == 'prioritized'}"]
+    )
     buffer = make_buffer(config, STACK, seed=seed)
-    rng = np.random.default_rng(seed)
-    chunks = worker_chunks(rng)
+    chunks = atari_chunks(ENVS, STEPS, N_STEP, STACK, seed)
     start = time.perf_counter()
     while buffer.inserted < capacity + 10 * ENVS * STEPS:  # full, and wrapped around
         buffer.add(next(chunks))

@@ -188,7 +188,11 @@ class RayDriver:
             self._request_updates()
         if self.session.eval_due() and not self.eval_pending and self.latest_info is not None:
             self._request_eval()
-        if self.session.checkpoint_due() and not self.checkpoint_pending:
+        if (
+            self.session.checkpoint_due()
+            and not self.checkpoint_pending
+            and self.latest_info is not None  # the learner has published its first weights
+        ):
             self._request_checkpoint(periodic=True)
 
     def _wait_and_dispatch(self, timeout: float = WAIT_S) -> None:
@@ -467,7 +471,7 @@ class RayDriver:
 
     def _request_eval(self) -> None:
         self.session.eval_started()
-        info = self.latest_info
+        info = self.latest_info if self.latest_info is not None else self.learner.weights.remote()
         self.eval_pending = True
         self.eval_started_at = time.monotonic()
         ref = self.evaluator.evaluate.remote(info, self.config.run.eval_episodes)
@@ -567,9 +571,10 @@ class RayDriver:
             self.final_eval = self.session.last_eval
         self._drain(lambda: self.checkpoint_pending, SHUTDOWN_TIMEOUT_S)
         state_ref = self.learner.state.remote()
+        info_ref = self.learner.weights.remote() if self.latest_info is None else self.latest_info
         try:
             state = ray.get(state_ref, timeout=SHUTDOWN_TIMEOUT_S)
-            info = ray.get(self.latest_info, timeout=SHUTDOWN_TIMEOUT_S)
+            info = ray.get(info_ref, timeout=SHUTDOWN_TIMEOUT_S)
         except (RayError, GetTimeoutError) as error:
             logger.error("could not write the final checkpoint: %s", error)
             return

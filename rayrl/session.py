@@ -61,6 +61,8 @@ class TrainResult:
     evaluations: list[dict[str, float]] = field(default_factory=list)
     placement: dict[str, dict[str, str]] = field(default_factory=dict)
     """Where actors ran (Ray runtime): {"learner": {"node_id", "device"}}."""
+    figures: dict[str, float] = field(default_factory=dict)
+    """Headline numbers of this segment (see `RunStats.figures`)."""
 
 
 def weights_as_tensors(info: ModelInfo) -> dict[str, Any]:
@@ -216,6 +218,7 @@ class TrainingSession:
             summary=self.stats.summary(),
             evaluations=self.evaluations,
             placement=self.placement,
+            figures=self.stats.figures(),
         )
 
 

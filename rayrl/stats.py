@@ -44,7 +44,7 @@ class RunStats:
         self.lags: list[int] = []
         self.sync_latencies: list[float] = []
         self.recent_returns: deque[float] = deque(maxlen=100)
-        self.loss_history: dict[str, float] = {}
+        self.recent_losses: deque[float] = deque(maxlen=100)
         self.counters: dict[str, float] = defaultdict(float)
         self._interval_start = self.started
         self._interval = self._empty_interval()
@@ -115,6 +115,7 @@ class RunStats:
         interval["sampled"] += sampled
         for key, values in metrics.items():
             interval["learner"][key] += values
+        self.recent_losses.extend(metrics.get("learner/loss", []))
 
     def add_worker_restart(self, worker_index: int) -> None:
         self.workers[worker_index].restarts += 1
@@ -156,9 +157,33 @@ class RunStats:
         self._interval = self._empty_interval()
         return metrics
 
+    def figures(self) -> dict[str, float]:
+        """The run's headline numbers: throughput, learner utilization, policy lag and
+        weight-sync latency percentiles (what the benchmarks report)."""
+        wall = max(self.elapsed_s, 1e-9)
+        figures = {
+            "env_steps_per_s": sum(w.env_steps for w in self.workers.values()) / wall,
+            "learner_updates_per_s": self.updates / wall,
+            "learner_utilization": self.update_s / self.learner_wall_s
+            if self.learner_wall_s
+            else 0.0,
+            "replay_inserts_per_s": self.inserted / wall,
+            "replay_samples_per_s": self.sampled / wall,
+            "syncs": float(len(self.sync_latencies)),
+        }
+        if self.lags:
+            figures["policy_lag_p50"] = float(np.median(self.lags))
+            figures["policy_lag_max"] = float(np.max(self.lags))
+        if self.sync_latencies:
+            latencies = 1000 * np.array(self.sync_latencies)
+            figures["sync_latency_ms_p50"] = float(np.median(latencies))
+            figures["sync_latency_ms_p95"] = float(np.percentile(latencies, 95))
+        return figures
+
     def summary(self) -> str:
         """The end-of-run table: workers, learner, replay, policy lag and weight sync."""
         wall = max(self.elapsed_s, 1e-9)
+        figures = self.figures()
         lines = ["workers:"]
         lines.append(
             f"  {'worker':>6} {'env steps':>11} {'steps/s':>9} {'episodes':>9} "
@@ -174,25 +199,27 @@ class RunStats:
                 f"{recent:>12} {shares:>16} {w.restarts:>8}"
             )
         total_steps = sum(w.env_steps for w in self.workers.values())
-        lines.append(f"  {'all':>6} {total_steps:>11,} {total_steps / wall:>9.0f}")
-        utilization = self.update_s / self.learner_wall_s if self.learner_wall_s else 0.0
+        lines.append(f"  {'all':>6} {total_steps:>11,} {figures['env_steps_per_s']:>9.0f}")
+        loss = f", loss {np.mean(self.recent_losses):.4g} (last 100)" if self.recent_losses else ""
         lines.append(
-            f"learner: {self.updates:,} updates, {self.updates / wall:.1f} updates/s, "
-            f"{100 * utilization:.0f}% of its time updating"
+            f"learner: {self.updates:,} updates, {figures['learner_updates_per_s']:.1f} "
+            f"updates/s, {100 * figures['learner_utilization']:.0f}% of its time updating "
+            f"(the rest waiting for batches){loss}"
         )
         lines.append(
-            f"replay: size {self.replay_size:,}, {self.inserted / wall:.0f} inserts/s, "
-            f"{self.sampled / wall:.0f} samples/s"
+            f"replay: size {self.replay_size:,}, {figures['replay_inserts_per_s']:.0f} "
+            f"inserts/s, {figures['replay_samples_per_s']:.0f} samples/s"
         )
         if self.lags:
             lines.append(
-                f"policy lag (updates): p50 {np.median(self.lags):.0f}, max {np.max(self.lags)}"
+                f"policy lag (learner updates behind the oldest acting weights of a chunk): "
+                f"p50 {figures['policy_lag_p50']:.0f}, max {figures['policy_lag_max']:.0f}"
             )
         if self.sync_latencies:
-            latencies = 1000 * np.array(self.sync_latencies)
             lines.append(
-                f"weight sync (publish -> first use): p50 {np.median(latencies):.1f} ms, "
-                f"p95 {np.percentile(latencies, 95):.1f} ms over {len(latencies)} syncs"
+                f"weight sync (publish -> first use): p50 {figures['sync_latency_ms_p50']:.1f} "
+                f"ms, p95 {figures['sync_latency_ms_p95']:.1f} ms over {len(self.sync_latencies)} "
+                "syncs"
             )
         for key, value in sorted(self.counters.items()):
             lines.append(f"{key}: {value:g}")

@@ -28,6 +28,8 @@ def tiny(tmp_path):
         "replay.min_size=256",
         "replay.samples_per_insert=2",
         "learner.batch_size=32",
+        "workers.envs_per_worker=4",
+        "workers.steps_per_chunk=16",
     ]
 
 

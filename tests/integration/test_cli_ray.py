@@ -128,7 +128,7 @@ def test_ctrl_c_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp):
     assert wait_gone(ray_tmp) == []
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
     proc = start_train(
         tmp_path,
@@ -144,7 +144,9 @@ def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
     wait_for(lambda: bool(list(runs.glob("*/checkpoints/step_*.pt"))), 180, proc)
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
-    assert wait_gone(ray_tmp) == []  # Ray's processes share the driver's fate
+    # Ray's processes share the driver's fate; its per-node agents notice that their raylet
+    # is gone within about a minute
+    assert wait_gone(ray_tmp, timeout_s=150) == []
     run = only_run(runs)
     saved = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)["counters"]
     target = saved["env_steps"] + 2048

@@ -1,0 +1,87 @@
+"""Helpers shared by the benchmarks: medians with ranges, resident memory, Atari-shaped
+chunks, and reading a run's metrics."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from rayrl.core import StepBatch, TransitionChunk
+from rayrl.processing import NStepProcessor
+
+
+def median_range(values: Sequence[float], fmt: str = "{:,.1f}") -> str:
+    """ "median (min-max)" of repeated measurements."""
+    return (
+        f"{fmt.format(statistics.median(values))} "
+        f"({fmt.format(min(values))}-{fmt.format(max(values))})"
+    )
+
+
+def rss_bytes(pid: int | str = "self") -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def atari_chunks(
+    envs: int, steps: int, n_step: int, stack: int, seed: int = 0
+) -> Iterator[TransitionChunk]:
+    """Chunks exactly as a worker makes them from an Atari-like stream (random 84x84 frames,
+    an episode end every ~2,000 steps), without running an emulator."""
+    rng = np.random.default_rng(seed)
+    frame = (84, 84)
+    processor = NStepProcessor(envs, n_step=n_step, gamma=0.99, frame_stack=stack)
+    obs = np.zeros((envs, stack, *frame), dtype=np.uint8)
+    obs[:, -1] = rng.integers(0, 255, size=(envs, *frame), dtype=np.uint8)
+    while True:
+        for _ in range(steps):
+            new = rng.integers(0, 255, size=(envs, *frame), dtype=np.uint8)
+            next_obs = np.concatenate([obs[:, 1:], new[:, None]], axis=1)
+            ended = rng.random(envs) < 1 / 2000
+            after = next_obs.copy()
+            after[ended] = 0
+            after[ended, -1] = rng.integers(0, 255, size=(int(ended.sum()), *frame))
+            processor.process(
+                StepBatch(
+                    obs=obs,
+                    actions=rng.integers(0, 6, size=envs),
+                    rewards=np.zeros(envs, np.float32),
+                    terminated=ended,
+                    truncated=np.zeros(envs, bool),
+                    next_obs=next_obs,
+                    env_reset=ended,
+                ),
+                policy_version=0,
+            )
+            obs = after
+        yield processor.flush()
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    path = Path(run_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def steady_rate(rows: list[dict], skip_s: float) -> float:
+    """Env steps per second between the first row after `skip_s` and the last row."""
+    window = [r for r in rows if r["time_s"] >= skip_s and "worker/env_steps_per_s" in r]
+    if len(window) < 2:
+        raise RuntimeError("run too short for a steady-state window")
+    first, last = window[0], window[-1]
+    return (last["env_steps"] - first["env_steps"]) / (last["time_s"] - first["time_s"])
+
+
+def machine() -> str:
+    import ray
+    import torch
+
+    cpus = os.cpu_count()
+    return f"{cpus} CPUs, no GPU, torch {torch.__version__}, ray {ray.__version__}"

@@ -1,0 +1,131 @@
+"""Sampling efficiency on Pong: rayrl's workers vs a bare loop doing only the unavoidable work.
+
+Side by side, repeated and interleaved (the machine is noisy):
+
+- `bare`: N plain processes, each stepping ale-py's vector env (the same options rayrl uses)
+  and running the same Nature-CNN inference on every observation, nothing else;
+- `random`: the same processes stepping with random actions (the env ceiling);
+- `rayrl`: a real `rayrl.train` run of the pong_dqn preset with N workers: inference,
+  n-step processing, frame de-duplication, chunks pushed to the replay actor, a learner
+  updating and publishing new weights after every update (at a low replay ratio, so that on
+  a CPU-only machine the learner does not take the workers' cores). Its rate is the env
+  steps per second of the run's steady state (after `--warmup` seconds).
+
+    python bench/sampling_efficiency.py --workers 2 --seconds 40 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing as mp
+import tempfile
+import time
+
+from common import machine, median_range, read_metrics, steady_rate
+
+ENVS = 8
+
+
+def bare_loop(seconds: float, inference: bool, queue: mp.Queue) -> None:
+    import numpy as np
+    import torch
+
+    from rayrl.algorithms.networks import NatureCNNTorso, QNetwork
+    from rayrl.config import EnvConfig
+    from rayrl.envs import _make_atari
+
+    torch.set_num_threads(1)
+    env = _make_atari(EnvConfig(id="ALE/Pong-v5"), ENVS, num_threads=1)
+    obs, _ = env.reset(seed=0)
+    network = QNetwork(NatureCNNTorso(4, 84, 84), 6, dueling=True).eval()
+    rng = np.random.default_rng(0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        if inference:
+            with torch.inference_mode():
+                actions = network(torch.from_numpy(obs)).argmax(1).numpy()
+        else:
+            actions = rng.integers(0, 6, size=ENVS)
+        obs, *_ = env.step(actions)
+        steps += ENVS
+    queue.put(steps / (time.perf_counter() - start))
+
+
+def bare(workers: int, seconds: float, inference: bool) -> float:
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    procs = [
+        context.Process(target=bare_loop, args=(seconds, inference, queue)) for _ in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    rates = [queue.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return sum(rates)
+
+
+def rayrl_run(workers: int, seconds: float, warmup: float) -> dict[str, float]:
+    import rayrl
+
+    with tempfile.TemporaryDirectory() as runs:
+        result = rayrl.train(
+            "pong_dqn",
+            overrides=[
+                "logging.console=false",
+                "logging.log_interval_s=1",
+                f"run.runs_dir={runs}",
+                f"run.time_budget_s={warmup + seconds}",
+                "run.total_env_steps=100000000",
+                "run.eval_interval_env_steps=100000000",
+                "run.eval_episodes=1",
+                "run.checkpoint_interval_env_steps=100000000",
+                f"workers.num_workers={workers}",
+                f"workers.envs_per_worker={ENVS}",
+                "replay.capacity=200000",
+                "replay.min_size=2048",
+                "replay.samples_per_insert=0.02",
+                "learner.batch_size=32",
+                "learner.batches_per_request=1",
+                "learner.sync_interval=1",
+            ],
+        )
+        rows = read_metrics(result.run_dir)
+    return {"rate": steady_rate(rows, warmup), "updates": result.counters.updates}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--warmup", type=float, default=25.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    rates: dict[str, list[float]] = {"bare": [], "random": [], "rayrl": []}
+    updates = []
+    for _ in range(args.repeats):
+        rates["bare"].append(bare(args.workers, args.seconds, inference=True))
+        rates["random"].append(bare(args.workers, args.seconds, inference=False))
+        run = rayrl_run(args.workers, args.seconds, args.warmup)
+        rates["rayrl"].append(run["rate"])
+        updates.append(run["updates"])
+    efficiency = [r / b for r, b in zip(rates["rayrl"], rates["bare"], strict=True)]
+    ceiling = [r / b for r, b in zip(rates["rayrl"], rates["random"], strict=True)]
+    print(
+        f"Pong, {args.workers} workers x {ENVS} envs, {machine()}; median (min-max) of "
+        f"{args.repeats} interleaved repetitions, {args.seconds:.0f} s each:"
+    )
+    for name, values in rates.items():
+        print(f"  {name:>7}: {median_range(values, '{:,.0f}')} env steps/s")
+    print(
+        f"  sampling efficiency (rayrl / bare loop with inference): "
+        f"{median_range(efficiency, '{:.2f}')}"
+    )
+    print(f"  rayrl / random-action env ceiling: {median_range(ceiling, '{:.2f}')}")
+    print(f"  learner updates during the rayrl runs (each one published): {updates}")
+
+
+if __name__ == "__main__":
+    main()
