@@ -12,6 +12,7 @@ Side by side, repeated and interleaved (the machine is noisy):
   steps per second of the run's steady state (after `--warmup` seconds).
 
     python bench/sampling_efficiency.py --workers 2 --seconds 40 --repeats 3
+    python bench/sampling_efficiency.py --preset pong_impala --workers 2 --seconds 40 --repeats 3
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import logging
 import multiprocessing as mp
+import statistics
 import tempfile
 import time
 
@@ -27,24 +29,26 @@ from common import machine, median_range, read_metrics, steady_rate
 ENVS = 8
 
 
-def bare_loop(seconds: float, inference: bool, queue: mp.Queue) -> None:
+def bare_loop(preset: str, seconds: float, inference: bool, queue: mp.Queue) -> None:
+    """ale-py's vector env with rayrl's options and the preset's own policy network (its
+    forward pass and action choice, nothing else): the work no sampler can avoid."""
     import numpy as np
     import torch
 
-    from rayrl.algorithms.networks import NatureCNNTorso, QNetwork
-    from rayrl.config import EnvConfig
-    from rayrl.envs import _make_atari
+    from rayrl.algorithms import ALGORITHMS
+    from rayrl.config import load_config
+    from rayrl.envs import _make_atari, env_spec
 
     torch.set_num_threads(1)
-    env = _make_atari(EnvConfig(id="ALE/Pong-v5"), ENVS, num_threads=1)
+    config = load_config(preset)
+    env = _make_atari(config.env, ENVS, num_threads=1)
     obs, _ = env.reset(seed=0)
-    network = QNetwork(NatureCNNTorso(4, 84, 84), 6, dueling=True).eval()
+    policy = ALGORITHMS[config.algorithm.name].make_policy(config, env_spec(config.env), None)
     rng = np.random.default_rng(0)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         if inference:
-            with torch.inference_mode():
-                actions = network(torch.from_numpy(obs)).argmax(1).numpy()
+            actions = policy.act(obs, explore=True).actions
         else:
             actions = rng.integers(0, 6, size=ENVS)
         obs, *_ = env.step(actions)
@@ -52,11 +56,12 @@ def bare_loop(seconds: float, inference: bool, queue: mp.Queue) -> None:
     queue.put(steps / (time.perf_counter() - start))
 
 
-def bare(workers: int, seconds: float, inference: bool) -> float:
+def bare(preset: str, workers: int, seconds: float, inference: bool) -> float:
     context = mp.get_context("spawn")
     queue = context.Queue()
     procs = [
-        context.Process(target=bare_loop, args=(seconds, inference, queue)) for _ in range(workers)
+        context.Process(target=bare_loop, args=(preset, seconds, inference, queue))
+        for _ in range(workers)
     ]
     for p in procs:
         p.start()
@@ -66,12 +71,29 @@ def bare(workers: int, seconds: float, inference: bool) -> float:
     return sum(rates)
 
 
-def rayrl_run(workers: int, seconds: float, warmup: float) -> dict[str, float]:
+ALGORITHM_OVERRIDES = {
+    # a low replay ratio, so that on a CPU-only machine the learner does not take the
+    # workers' cores; every update published
+    "pong_dqn": [
+        "replay.capacity=200000",
+        "replay.min_size=2048",
+        "replay.samples_per_insert=0.02",
+        "learner.batch_size=32",
+        "learner.batches_per_request=1",
+        "learner.sync_interval=1",
+    ],
+    # IMPALA consumes every unroll: the learner's speed sets the pace of the queue, and
+    # unrolls it cannot take in time are dropped as stale, so workers never wait
+    "pong_impala": ["learner.sync_interval=1"],
+}
+
+
+def rayrl_run(preset: str, workers: int, seconds: float, warmup: float) -> dict[str, float]:
     import rayrl
 
     with tempfile.TemporaryDirectory() as runs:
         result = rayrl.train(
-            "pong_dqn",
+            preset,
             overrides=[
                 "logging.console=false",
                 "logging.log_interval_s=1",
@@ -83,20 +105,31 @@ def rayrl_run(workers: int, seconds: float, warmup: float) -> dict[str, float]:
                 "run.checkpoint_interval_env_steps=100000000",
                 f"workers.num_workers={workers}",
                 f"workers.envs_per_worker={ENVS}",
-                "replay.capacity=200000",
-                "replay.min_size=2048",
-                "replay.samples_per_insert=0.02",
-                "learner.batch_size=32",
-                "learner.batches_per_request=1",
-                "learner.sync_interval=1",
+                *ALGORITHM_OVERRIDES[preset],
             ],
         )
         rows = read_metrics(result.run_dir)
-    return {"rate": steady_rate(rows, warmup), "updates": result.counters.updates}
+    steady = [r for r in rows if r["time_s"] >= warmup]
+
+    def median_of(key: str) -> float:
+        values = [r[key] for r in steady if key in r]
+        return statistics.median(values) if values else float("nan")
+
+    return {
+        "rate": steady_rate(rows, warmup),
+        "updates": result.counters.updates,
+        "utilization": median_of("learner/utilization"),
+        "lag_p50": median_of("worker/policy_lag_p50"),
+        "lag_max": max(
+            (r["worker/policy_lag_max"] for r in steady if "worker/policy_lag_max" in r),
+            default=float("nan"),
+        ),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", choices=sorted(ALGORITHM_OVERRIDES), default="pong_dqn")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=40.0)
     parser.add_argument("--warmup", type=float, default=25.0)
@@ -104,17 +137,17 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rates: dict[str, list[float]] = {"bare": [], "random": [], "rayrl": []}
-    updates = []
+    runs = []
     for _ in range(args.repeats):
-        rates["bare"].append(bare(args.workers, args.seconds, inference=True))
-        rates["random"].append(bare(args.workers, args.seconds, inference=False))
-        run = rayrl_run(args.workers, args.seconds, args.warmup)
-        rates["rayrl"].append(run["rate"])
-        updates.append(run["updates"])
+        rates["bare"].append(bare(args.preset, args.workers, args.seconds, inference=True))
+        rates["random"].append(bare(args.preset, args.workers, args.seconds, inference=False))
+        runs.append(rayrl_run(args.preset, args.workers, args.seconds, args.warmup))
+        rates["rayrl"].append(runs[-1]["rate"])
     efficiency = [r / b for r, b in zip(rates["rayrl"], rates["bare"], strict=True)]
     ceiling = [r / b for r, b in zip(rates["rayrl"], rates["random"], strict=True)]
     print(
-        f"Pong, {args.workers} workers x {ENVS} envs, {machine()}; median (min-max) of "
+        f"{args.preset}: Pong, {args.workers} workers x {ENVS} envs, {machine()}; median "
+        f"(min-max) of "
         f"{args.repeats} interleaved repetitions, {args.seconds:.0f} s each:"
     )
     for name, values in rates.items():
@@ -124,7 +157,13 @@ def main() -> None:
         f"{median_range(efficiency, '{:.2f}')}"
     )
     print(f"  rayrl / random-action env ceiling: {median_range(ceiling, '{:.2f}')}")
-    print(f"  learner updates during the rayrl runs (each one published): {updates}")
+    print(f"  learner updates during the rayrl runs: {[r['updates'] for r in runs]}")
+    for key, label in (
+        ("utilization", "learner utilization (time updating / wall)"),
+        ("lag_p50", "policy lag p50 (versions)"),
+        ("lag_max", "policy lag max (versions)"),
+    ):
+        print(f"  {label}: {median_range([r[key] for r in runs], '{:.2f}')}")
 
 
 if __name__ == "__main__":

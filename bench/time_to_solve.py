@@ -5,6 +5,7 @@ Each run is the real CLI in its own process (Ray's start included: the clock sta
 command starts), with the default preset and only the seed changed; both runtimes.
 
     python bench/time_to_solve.py --seeds 0 1 2
+    python bench/time_to_solve.py --preset cartpole_impala --runtimes ray --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from common import machine, median_range
 
 
-def solve(seed: int, runtime: str) -> tuple[float, float]:
+def solve(preset: str, seed: int, runtime: str) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as cwd:
         start = time.monotonic()
         output = subprocess.run(
@@ -28,6 +29,8 @@ def solve(seed: int, runtime: str) -> tuple[float, float]:
                 "-m",
                 "rayrl.cli",
                 "train",
+                "--config",
+                preset,
                 "--runtime",
                 runtime,
                 "--set",
@@ -49,12 +52,13 @@ def solve(seed: int, runtime: str) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="cartpole_dqn")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--runtimes", nargs="+", default=["ray", "local"])
     args = parser.parse_args()
-    print(f"CartPole-v1 to 475 (cartpole_dqn preset), {machine()}:")
+    print(f"CartPole-v1 to 475 ({args.preset} preset), {machine()}:")
     for runtime in args.runtimes:
-        runs = [solve(seed, runtime) for seed in args.seeds]
+        runs = [solve(args.preset, seed, runtime) for seed in args.seeds]
         print(
             f"  {runtime:>5}: {median_range([r[0] for r in runs])} s to the target, "
             f"{median_range([r[1] for r in runs])} s for the whole command; "

@@ -16,6 +16,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "DistributedAgent": "rayrl.agent",
     "train": "rayrl.api",
     "evaluate": "rayrl.api",
     "Config": "rayrl.config",

@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from rayrl.algorithms import ALGORITHMS
-from rayrl.checkpoint import load_checkpoint
+from rayrl.checkpoint import load_checkpoint, load_policy, policy_of
 from rayrl.config import Config, apply_override, config_from_dict, load_config, with_overrides
 from rayrl.core import EvalResult
 from rayrl.envs import check_env, env_spec
@@ -23,25 +24,36 @@ from rayrl.errors import CheckpointError
 from rayrl.evaluation import Evaluator
 from rayrl.recorders import make_recorders
 from rayrl.rundir import RunDirectory
-from rayrl.session import Counters, TrainingSession, TrainResult, policy_from_checkpoint
+from rayrl.session import Counters, TrainingSession, TrainResult
+from rayrl.video import check_video_support
 
 logger = logging.getLogger(__name__)
 
 
 def validate(config: Config, checkpoint: dict[str, Any] | None = None) -> None:
-    """Everything that can be checked before work starts: the env id, that the algorithm
-    can act in that env (action space, network), and that a checkpoint to resume from fits
-    the configured network. Builds one CPU policy."""
+    """Everything that can be checked before work starts: the env ids, that the algorithm
+    can act in that env (action space, network), and that a checkpoint to resume or
+    warm-start from fits the configured network. Builds one CPU policy."""
     check_env(config.env)
+    if config.logging.video_interval_evals is not None:
+        check_video_support(
+            replace(config.env, id=config.env.eval_id) if config.env.eval_id else config.env
+        )
     spec = env_spec(config.env)
     policy = ALGORITHMS[config.algorithm.name].make_policy(config, spec, None)
+    sources = []
     if checkpoint is not None:
+        sources.append(("the checkpoint to resume from", policy_of(checkpoint)))
+    elif config.run.init_checkpoint is not None:
+        weights = load_policy(Path(config.run.init_checkpoint), config.algorithm.name)
+        sources.append((f"run.init_checkpoint={config.run.init_checkpoint!r}", weights))
+    for what, weights in sources:
         try:
-            policy.set_weights(policy_from_checkpoint(checkpoint))
+            policy.set_weights(weights)
         except (RuntimeError, KeyError) as exc:
             first_line = str(exc).strip().splitlines()[0]
             raise CheckpointError(
-                f"the checkpoint to resume from does not fit the configured network: {first_line}"
+                f"{what} does not fit the configured network: {first_line}"
             ) from None
 
 
@@ -141,7 +153,7 @@ def evaluate(path: str | Path, episodes: int = 10, which: str = "best") -> EvalR
     check_env(config.env)
     evaluator = Evaluator(config)
     try:
-        evaluator.policy.set_weights(policy_from_checkpoint(payload))
+        evaluator.policy.set_weights(policy_of(payload))
     except (RuntimeError, KeyError) as exc:
         raise CheckpointError(
             f"checkpoint '{checkpoint}' does not fit its own config's network: {exc}"

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rayrl.core import ModelInfo
 from rayrl.errors import CheckpointError
 
 FORMAT = "rayrl-checkpoint"
@@ -80,6 +81,18 @@ def load_checkpoint(path: Path, *, algorithm: str | None = None) -> dict[str, An
             f"but the config uses '{algorithm}'"
         )
     return payload
+
+
+def policy_of(payload: dict[str, Any]) -> ModelInfo:
+    """The acting weights of a loaded checkpoint (what evaluation and warm starts use)."""
+    policy = payload["policy"]
+    weights = {k: v.numpy() for k, v in policy["weights"].items()}
+    return ModelInfo(int(policy["version"]), weights)
+
+
+def load_policy(path: Path, algorithm: str | None = None) -> ModelInfo:
+    """The acting weights stored in the checkpoint at `path`."""
+    return policy_of(load_checkpoint(path, algorithm=algorithm))
 
 
 def to_numpy_tree(tree: Any) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ import click
 from rayrl.errors import UserError
 
 EXIT_USER_ERROR = 2
-EXIT_INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
+EXIT_INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C (or SIGTERM)
 
 
 def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -103,6 +104,9 @@ def train(
 ) -> None:
     """Train an agent (default: DQN on CartPole with the Ray runtime)."""
     started_at = time.time()
+    # `kill`, `ray job stop` and Kubernetes stop a process with SIGTERM: treat it like
+    # Ctrl-C (stop sampling, final checkpoint, W&B closed) rather than dying mid-write
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     from rayrl.api import train as run_training
 
     if resume is not None and config is not None:
@@ -182,6 +186,23 @@ def evaluate(path: str, episodes: int, which: str) -> None:
         f"{len(returns)} episodes: mean {returns.mean():.2f}  std {returns.std():.2f}  "
         f"min {returns.min():.2f}  max {returns.max():.2f}"
     )
+
+
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR [RUN_DIR ...]")
+@click.option(
+    "--output",
+    "-o",
+    default="learning_curves.png",
+    show_default=True,
+    help="Where to write the PNG.",
+)
+@_user_errors
+def plot(run_dirs: tuple[str, ...], output: str) -> None:
+    """Plot training and evaluation returns against env steps (several runs overlaid)."""
+    from rayrl.plot import plot_runs
+
+    click.echo(f"wrote {plot_runs(list(run_dirs), output)}")
 
 
 if __name__ == "__main__":

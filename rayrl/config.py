@@ -52,6 +52,8 @@ class EnvConfig:
     (Atari: 108,000 frames, i.e. 27,000 steps with frame skip 4)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments for `gymnasium.make` (non-Atari envs)."""
+    eval_id: str | None = None
+    """Evaluate on this env id instead of `id` (same observation and action spaces)."""
     frame_stack: int = bounded(4, ge=1)
     """Atari: number of 84x84 grayscale frames stacked into one observation."""
     frame_skip: int = bounded(4, ge=1)
@@ -117,7 +119,8 @@ class WorkersConfig:
     cpus_per_worker: float = bounded(1.0, gt=0.0)
     """CPUs each worker asks Ray for."""
     steps_per_chunk: int = bounded(32, ge=1)
-    """Vector-env steps per chunk; a chunk holds envs_per_worker * steps_per_chunk steps."""
+    """Vector-env steps per chunk; a chunk holds envs_per_worker * steps_per_chunk steps.
+    (IMPALA's chunk is one unroll per env: `algorithm.num_steps` steps.)"""
     max_chunks_in_flight: int = bounded(2, ge=1)
     """Chunks a worker may have requested but not yet delivered to replay (backpressure)."""
     sample_timeout_s: float = bounded(300.0, gt=0.0)
@@ -181,6 +184,9 @@ class RunConfig:
     """Save a checkpoint every this many env steps (and at the end of the run)."""
     keep_checkpoints: int = bounded(3, ge=1)
     """Periodic checkpoints kept on disk (the `best` and `latest` ones are kept as well)."""
+    init_checkpoint: str | None = None
+    """Start a new run's network from this checkpoint's weights (a warm start: fresh
+    optimizer and counters; `--resume` continues a run instead)."""
     runs_dir: str = "runs"
     """Directory under which each run gets its own directory."""
     name: str | None = None
@@ -206,6 +212,8 @@ class WandbConfig:
     mode: Literal["auto", "online", "offline"] = "auto"
     """"auto" is online when an API key is configured and offline otherwise; the WANDB_MODE
     environment variable overrides it."""
+    log_best_checkpoint: bool = False
+    """At the end of the run, upload `best.pt` as a W&B model artifact (`<run>-best`)."""
 
 
 @dataclass(frozen=True)
@@ -220,6 +228,10 @@ class LoggingConfig:
     """Also write TensorBoard event files into the run directory (needs `tensorboard`)."""
     wandb: WandbConfig = field(default_factory=WandbConfig)
     """Weights & Biases settings."""
+    video_interval_evals: int | None = bounded(None, ge=1)
+    """Record one greedy episode as a video every this many evaluations (the first
+    evaluation included): saved under the run's `videos/` and uploaded to W&B when it is
+    enabled. None (the default) records none; videos need `pip install 'rayrl[video]'`."""
 
 
 @dataclass(frozen=True)

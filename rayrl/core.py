@@ -97,6 +97,90 @@ class TransitionChunk:
 
 
 @dataclass
+class Unrolls:
+    """Fixed-length trajectories, time within each: E unrolls of T steps.
+
+    A worker's chunk holds one unroll per env; a learner batch stacks B of them. `obs[e, t]`
+    is the observation acted on at step t and `obs[e, T]` the one after the last step (the
+    bootstrap observation). A step that ended in a truncation bootstraps from its true final
+    observation, kept in `final_obs` at `final_index` (unroll, step).
+    """
+
+    obs: np.ndarray
+    """(E, T+1, *obs_shape)."""
+    actions: np.ndarray
+    """(E, T, ...) as the policy produced them (before clipping to an action space)."""
+    rewards: np.ndarray
+    """float32 (E, T), the learning signal."""
+    terminated: np.ndarray
+    """bool (E, T): no bootstrap after this step."""
+    truncated: np.ndarray
+    """bool (E, T): the episode was cut after this step; bootstrap from its final obs."""
+    behaviour_logp: np.ndarray
+    """float32 (E, T): log-probability of each action under the policy that acted."""
+    final_obs: np.ndarray
+    """(K, *obs_shape): true final observations of the truncated steps."""
+    final_index: np.ndarray
+    """int64 (K, 2): (unroll, step) of each final observation."""
+    policy_versions: np.ndarray
+    """int64 (E,): the oldest weights version that acted in each unroll."""
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    @property
+    def policy_version(self) -> int:
+        return int(self.policy_versions.min()) if len(self.policy_versions) else 0
+
+    def split(self) -> list[Unrolls]:
+        """One `Unrolls` per unroll."""
+        parts = []
+        for e in range(len(self)):
+            mine = self.final_index[:, 0] == e
+            index = self.final_index[mine].copy()
+            index[:, 0] = 0
+            parts.append(
+                Unrolls(
+                    obs=self.obs[e : e + 1],
+                    actions=self.actions[e : e + 1],
+                    rewards=self.rewards[e : e + 1],
+                    terminated=self.terminated[e : e + 1],
+                    truncated=self.truncated[e : e + 1],
+                    behaviour_logp=self.behaviour_logp[e : e + 1],
+                    final_obs=self.final_obs[mine],
+                    final_index=index,
+                    policy_versions=self.policy_versions[e : e + 1],
+                )
+            )
+        return parts
+
+    @staticmethod
+    def concatenate(parts: list[Unrolls]) -> Unrolls:
+        """Stack unrolls into one batch."""
+        offsets = np.cumsum([0] + [len(p) for p in parts[:-1]])
+        indices = []
+        for offset, part in zip(offsets, parts, strict=True):
+            index = part.final_index.copy()
+            index[:, 0] += offset
+            indices.append(index)
+
+        def cat(name: str) -> np.ndarray:
+            return np.concatenate([getattr(p, name) for p in parts])
+
+        return Unrolls(
+            obs=cat("obs"),
+            actions=cat("actions"),
+            rewards=cat("rewards"),
+            terminated=cat("terminated"),
+            truncated=cat("truncated"),
+            behaviour_logp=cat("behaviour_logp"),
+            final_obs=cat("final_obs"),
+            final_index=np.concatenate(indices).reshape(-1, 2),
+            policy_versions=cat("policy_versions"),
+        )
+
+
+@dataclass
 class TransitionBatch:
     """A training batch sampled from replay."""
 
@@ -148,6 +232,8 @@ class EvalResult:
     returns: np.ndarray
     lengths: np.ndarray
     policy_version: int = 0
+    video: bytes | None = None
+    """An MP4 of one more greedy episode, when the evaluation was asked to record one."""
 
     @property
     def mean(self) -> float:
@@ -201,7 +287,7 @@ class Learner(Protocol):
 
 
 class StepProcessor(Protocol):
-    """Turns env steps into what the buffer stores (n-step transitions, unrolls)."""
+    """Turns env steps into what the store keeps (n-step transitions, unrolls)."""
 
     def process(self, step: StepBatch, policy_version: int) -> None: ...
 
@@ -211,7 +297,7 @@ class StepProcessor(Protocol):
 
 
 class ReplayBuffer(Protocol):
-    """Stores chunks, serves batches."""
+    """Stores transition chunks, serves batches (uniform or prioritized)."""
 
     def add(self, chunk: TransitionChunk) -> None: ...
 
@@ -220,6 +306,42 @@ class ReplayBuffer(Protocol):
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None: ...
 
     def __len__(self) -> int: ...
+
+
+@dataclass
+class StoreStats:
+    size: int
+    inserted: int
+    sampled: int
+    dropped: int = 0
+    """Items discarded unused (unrolls older than `max_policy_lag`)."""
+
+
+class ExperienceStore(Protocol):
+    """Where chunks wait for the learner: a replay buffer with its samples-per-insert
+    limit (off-policy), or a bounded queue of unrolls (on-policy). Never blocks: callers
+    that must wait (the Ray services) wait on `can_insert` / `can_sample`. Used like::
+
+        if store.can_insert(store.items_per_chunk):
+            store.add(worker_chunk)
+        if store.can_sample(batch_size, 1, learner.updates):
+            (batch,) = store.sample(batch_size, 1, learner.updates)
+    """
+
+    items_per_chunk: int
+    """Items (transitions or unrolls) a worker chunk adds, about."""
+
+    def can_insert(self, count: int) -> bool: ...
+
+    def add(self, chunk: Any) -> int: ...
+
+    def can_sample(self, batch_size: int, num_batches: int, learner_version: int) -> bool: ...
+
+    def sample(self, batch_size: int, num_batches: int, learner_version: int) -> list[Any]: ...
+
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None: ...
+
+    def stats(self) -> StoreStats: ...
 
 
 class Evaluator(Protocol):

@@ -1,17 +1,19 @@
 """The driver: a thin event loop over futures that keeps every actor busy and no queue long.
 
 It holds no experience and no tensors. Each worker has at most `max_chunks_in_flight`
-chunks requested and not yet in the buffer; a chunk goes worker -> object store -> replay
-actor by reference (the driver forwards the `ObjectRef`). The learner has two `train`
-calls queued, each returning its report and a `ModelInfo` that the driver owns (so the
-weights outlive a learner crash) and hands, as one reference, to every worker that has no
-weights update pending. Evaluation runs in its own actor on the newest weights, never
-pausing training. Checkpoints ask the learner for its state without waiting for it.
+chunks requested and not yet in the store; a chunk goes worker -> object store ->
+experience actor (replay buffer or unroll queue) by reference (the driver forwards the
+`ObjectRef`). Every learner has two `train` calls queued; the first learner's return its
+report and a `ModelInfo` that the driver owns (so the weights outlive a learner crash) and
+hands, as one reference, to every worker that has no weights update pending. Evaluation
+runs in its own actor on the newest weights, never pausing training. Checkpoints ask the
+learner for its state without waiting for it.
 
 Failures: a dead worker is replaced (with the newest weights); a worker that delivers no
-chunk for `workers.sample_timeout_s` is killed and replaced; a dead learner is restored from
-the latest checkpoint; a dead replay actor is re-created (empty, or from the buffer saved
-with the last checkpoint) and training waits for the warm-up size again.
+chunk for `workers.sample_timeout_s` is killed and replaced; a dead learner (any of them)
+is restored, with its peers, from the latest checkpoint; a dead experience actor is
+re-created (empty, or from the buffer saved with the last checkpoint) and training waits for
+the warm-up size again.
 """
 
 from __future__ import annotations
@@ -22,14 +24,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 
-from rayrl.checkpoint import load_checkpoint, to_torch_tree
+from rayrl.algorithms import ALGORITHMS
+from rayrl.checkpoint import load_checkpoint, load_policy, to_torch_tree
 from rayrl.config import Config
-from rayrl.core import ChunkStats, EvalResult, ModelInfo
+from rayrl.core import ChunkStats, EvalResult, ModelInfo, StoreStats
 from rayrl.runtime import ActorFactory
 from rayrl.services import LearnerReport
 from rayrl.session import TrainingSession, TrainResult
@@ -99,22 +103,29 @@ class RayDriver:
         self.resume = resume
         self.pending: dict[ray.ObjectRef, Callable[[ray.ObjectRef], None]] = {}
         self.workers: list[WorkerSlot] = []
-        self.learner: Any = None
-        self.replay: Any = None
+        self.learners: list[Any] = []
+        self.store: Any = None
         self.evaluator: Any = None
         self.stopping = False
         self.latest_info: ray.ObjectRef | None = None
         self.latest_version = -1
         self.learner_incarnation = 0
         self.learner_calls = 0
-        self.replay_incarnation = 0
-        self.replay_size = 0
-        self.replay_stats_pending = False
+        self.store_incarnation = 0
+        self.store_stats: StoreStats | None = None
+        self.store_stats_pending = False
         self.evaluator_incarnation = 0
         self.eval_pending = False
         self.eval_started_at = 0.0
         self.checkpoint_pending = False
         self.final_eval: EvalResult | None = None
+        self.namespace = ALGORITHMS[config.algorithm.name].store_metrics
+        """Metric namespace of the experience store ("replay" or "queue")."""
+
+    @property
+    def learner(self) -> Any:
+        """The first learner: it publishes weights and answers for the group's state."""
+        return self.learners[0]
 
     # ---- set-up ------------------------------------------------------------------------------
 
@@ -122,10 +133,10 @@ class RayDriver:
         """Create every actor at once (their processes start in parallel) and hand the
         learner's initial weights to the workers; nothing here waits for an actor."""
         restore = self.session.run_dir.replay_path if self._replay_saved() else None
-        self.replay = self.factory.replay(restore)
-        self.replay_ids = {actor_id(self.replay)}
+        self.store = self.factory.experience(restore)
+        self.store_ids = {actor_id(self.store)}
         learner_state = None if self.resume is None else to_torch_tree(self.resume["learner"])
-        self.learner = self.factory.learner(self.replay, learner_state)
+        self.learners = self.factory.learners(self.store, learner_state, self.warm_start())
         self.evaluator = self.factory.evaluator()
         self.workers = [
             WorkerSlot(i, self.factory.worker(i, 0), last_progress=time.monotonic())
@@ -151,6 +162,12 @@ class RayDriver:
             "" if device.startswith("cuda") else " (torch sees no CUDA device: training on CPU)",
         )
 
+    def warm_start(self) -> ModelInfo | None:
+        """Weights to start a fresh run from (`run.init_checkpoint`), if any."""
+        if self.resume is not None or self.config.run.init_checkpoint is None:
+            return None
+        return load_policy(Path(self.config.run.init_checkpoint), self.config.algorithm.name)
+
     def _replay_saved(self) -> bool:
         saved = self.session.run_dir.replay_path.is_file()
         return self.config.replay.save_with_checkpoint and saved
@@ -168,8 +185,8 @@ class RayDriver:
                     self._check_hung_workers()
                     self._check_hung_evaluation()
                     if self.session.log_due():
-                        self._refresh_replay_stats()
-                    self.session.log_if_due(self.replay_size)
+                        self._refresh_store_stats()
+                    self.session.log_if_due(self.store_stats)
                 stop_reason = reason
             except KeyboardInterrupt:
                 logger.warning("interrupted: stopping sampling and writing a final checkpoint")
@@ -227,7 +244,7 @@ class RayDriver:
         chunk_ref, stats_ref = slot.handle.sample.options(num_returns=2).remote(
             self.counters.env_steps
         )
-        add_ref = self.replay.add.remote(chunk_ref)
+        add_ref = self.store.add.remote(chunk_ref)
         if slot.sampling == 0:
             slot.last_progress = time.monotonic()
         slot.sampling += 1
@@ -254,8 +271,8 @@ class RayDriver:
         try:
             inserted = ray.get(ref)
         except RayError as error:
-            if died_actor_id(error) in self.replay_ids:
-                self._restart_replay()  # a no-op if it was replaced already
+            if died_actor_id(error) in self.store_ids:
+                self._restart_store()  # a no-op if it was replaced already
             if incarnation == slot.incarnation:
                 slot.in_flight -= 1
             self._on_worker_error(slot, incarnation, error)
@@ -366,56 +383,66 @@ class RayDriver:
     # ---- learner -------------------------------------------------------------------------
 
     def _request_updates(self) -> None:
-        report_ref, info_ref = self.learner.train.options(num_returns=2).remote(
-            self.config.learner.sync_interval
-        )
+        """One `train` call to every learner (they update in lockstep); the first one's
+        report and weights are what the run records and publishes."""
+        for rank, learner in enumerate(self.learners):
+            report_ref, info_ref = learner.train.options(num_returns=2).remote(
+                self.config.learner.sync_interval
+            )
+            self.pending[report_ref] = partial(
+                self._on_learner_report, rank, info_ref, self.learner_incarnation
+            )
         self.learner_calls += 1
-        self.pending[report_ref] = partial(
-            self._on_learner_report, info_ref, self.learner_incarnation
-        )
 
     def _on_learner_report(
-        self, info_ref: ray.ObjectRef, incarnation: int, ref: ray.ObjectRef
+        self, rank: int, info_ref: ray.ObjectRef, incarnation: int, ref: ray.ObjectRef
     ) -> None:
         if incarnation != self.learner_incarnation:
             return
-        self.learner_calls -= 1
+        if rank == 0:
+            self.learner_calls -= 1
         try:
             report: LearnerReport = ray.get(ref)
         except RayError as error:
             dead = died_actor_id(error)
-            if dead == actor_id(self.learner):
-                self._restore_learner()
-            elif dead in self.replay_ids:
-                self._restart_replay()  # a no-op if it was replaced already
+            if dead in {actor_id(learner) for learner in self.learners}:
+                self._restore_learners()
+            elif dead in self.store_ids:
+                self._restart_store()  # a no-op if it was replaced already
             else:
                 raise  # an error in the update itself: a bug that would only repeat
             return
-        if report.updates:
+        if rank == 0 and report.updates:
             self.counters.updates = report.total_updates
             self.session.stats.add_updates(
                 report.metrics, report.updates, report.update_s, report.wall_s, report.sampled
             )
             self._publish(info_ref, report.total_updates)
 
-    def _restore_learner(self) -> None:
+    def _restore_learners(self) -> None:
         path = self.session.run_dir.latest_checkpoint
         state = None
         if path.is_file():
             payload = load_checkpoint(path, algorithm=self.config.algorithm.name)
             state = payload["learner"]
             logger.warning(
-                "the learner died; restoring it from %s (%d updates)", path, state["updates"]
+                "a learner died; restoring the learner(s) from %s (%d updates)",
+                path,
+                state["updates"],
             )
         elif self.resume is not None:
             state = to_torch_tree(self.resume["learner"])
         else:
-            logger.warning("the learner died before the first checkpoint; restarting it fresh")
-        ray.kill(self.learner, no_restart=True)
+            logger.warning("a learner died before the first checkpoint; restarting fresh")
+        for learner in self.learners:  # peers of a dead learner cannot go on alone
+            ray.kill(learner, no_restart=True)
         self.learner_incarnation += 1
         self.learner_calls = 0
         self.checkpoint_pending = False
-        self.learner = self.factory.learner(self.replay, state, self.learner_incarnation)
+        warm_start = self.warm_start() if state is None else None
+        self.learners = self.factory.learners(
+            self.store, state, warm_start, self.learner_incarnation
+        )
         self.session.stats.count("learner/restarts")
         self.pending[self.learner.placement.remote()] = self._on_learner_placement
         restored_version = int(state["updates"]) if state is not None else 0
@@ -424,48 +451,51 @@ class RayDriver:
             slot.weights_version = -1
         self._publish_when_ready(self.learner.weights.remote(), restored_version)
 
-    # ---- replay --------------------------------------------------------------------------
+    # ---- the experience store ------------------------------------------------------------
 
-    def _restart_replay(self) -> None:
+    def _restart_store(self) -> None:
         try:
-            ray.get(self.replay.stats.remote(), timeout=5)
+            ray.get(self.store.stats.remote(), timeout=5)
             return  # alive after all; the error was someone else's
         except (RayError, GetTimeoutError):
             pass
-        ray.kill(self.replay, no_restart=True)
-        self.replay_incarnation += 1
+        ray.kill(self.store, no_restart=True)
+        self.store_incarnation += 1
         restore = self.session.run_dir.replay_path if self._replay_saved() else None
-        self.replay = self.factory.replay(restore, self.replay_incarnation)
-        self.replay_ids.add(actor_id(self.replay))
+        self.store = self.factory.experience(restore, self.store_incarnation)
+        self.store_ids.add(actor_id(self.store))
+        lost = self.store_stats.size if self.store_stats is not None else 0
+        items = "transitions" if self.namespace == "replay" else "unrolls"
         logger.warning(
-            "the replay actor died; %d transitions were lost%s; training waits for "
-            "replay.min_size=%d again",
-            self.replay_size,
-            " (refilled from the last checkpoint)" if restore else "",
-            self.config.replay.min_size,
+            "the %s actor died; %d %s were lost%s; training waits for new experience",
+            self.namespace,
+            lost,
+            items,
+            " (the buffer was refilled from the last checkpoint)" if restore else "",
         )
-        self.session.stats.count("replay/restarts")
-        self.session.stats.count("replay/lost_transitions", self.replay_size)
-        self.replay_size = 0
-        self.learner.set_replay.remote(self.replay)
+        self.session.stats.count(f"{self.namespace}/restarts")
+        self.session.stats.count(f"{self.namespace}/lost_{items}", lost)
+        self.store_stats = None
+        for learner in self.learners:
+            learner.set_store.remote(self.store)
 
-    def _refresh_replay_stats(self) -> None:
-        if self.replay_stats_pending:
+    def _refresh_store_stats(self) -> None:
+        if self.store_stats_pending:
             return
-        self.replay_stats_pending = True
-        ref = self.replay.stats.remote()
-        self.pending[ref] = partial(self._on_replay_stats, self.replay_incarnation)
+        self.store_stats_pending = True
+        ref = self.store.stats.remote()
+        self.pending[ref] = partial(self._on_store_stats, self.store_incarnation)
 
-    def _on_replay_stats(self, incarnation: int, ref: ray.ObjectRef) -> None:
-        self.replay_stats_pending = False
+    def _on_store_stats(self, incarnation: int, ref: ray.ObjectRef) -> None:
+        self.store_stats_pending = False
         try:
             stats = ray.get(ref)
         except RayError:
-            if incarnation == self.replay_incarnation:
-                self._restart_replay()
+            if incarnation == self.store_incarnation:
+                self._restart_store()
             return
-        if incarnation == self.replay_incarnation:
-            self.replay_size = stats.size
+        if incarnation == self.store_incarnation:
+            self.store_stats = stats
 
     # ---- evaluation and checkpoints ------------------------------------------------------
 
@@ -474,7 +504,9 @@ class RayDriver:
         info = self.latest_info if self.latest_info is not None else self.learner.weights.remote()
         self.eval_pending = True
         self.eval_started_at = time.monotonic()
-        ref = self.evaluator.evaluate.remote(info, self.config.run.eval_episodes)
+        ref = self.evaluator.evaluate.remote(
+            info, self.config.run.eval_episodes, self.session.video_due()
+        )
         self.pending[ref] = partial(
             self._on_eval, info, self.counters.env_steps, self.evaluator_incarnation
         )
@@ -519,7 +551,7 @@ class RayDriver:
             self.checkpoint_pending = True
             self.session.checkpoint_started()
         if periodic and self.config.replay.save_with_checkpoint:
-            self.replay.save.remote(self.session.run_dir.replay_path)
+            self.store.save.remote(self.session.run_dir.replay_path)
         ref = self.learner.state.remote()
         self.pending[ref] = partial(
             self._on_learner_state, policy, periodic, best, self.learner_incarnation
@@ -559,7 +591,7 @@ class RayDriver:
     def _shutdown(self, *, final_eval: bool, stop_reason: str) -> None:
         """Stop sampling, let the learner finish, evaluate and checkpoint one last time."""
         self.stopping = True
-        self.replay.stop.remote()
+        self.store.stop.remote()
         self._drain(lambda: self.learner_calls > 0, SHUTDOWN_TIMEOUT_S)
         if stop_reason == "target_return reached":
             self.final_eval = self.session.last_eval
@@ -570,6 +602,8 @@ class RayDriver:
             self._drain(self._evaluating, self.config.run.eval_timeout_s)
             self.final_eval = self.session.last_eval
         self._drain(lambda: self.checkpoint_pending, SHUTDOWN_TIMEOUT_S)
+        if len(self.learners) > 1:
+            self._check_learners_agree()
         state_ref = self.learner.state.remote()
         info_ref = self.learner.weights.remote() if self.latest_info is None else self.latest_info
         try:
@@ -578,13 +612,32 @@ class RayDriver:
         except (RayError, GetTimeoutError) as error:
             logger.error("could not write the final checkpoint: %s", error)
             return
-        self.session.save_checkpoint(to_torch_tree(state), info)
+        # also the scheduled step checkpoint when the run ended on or past one
+        self.session.save_checkpoint(
+            to_torch_tree(state), info, periodic=self.session.checkpoint_due()
+        )
         self._drain(lambda: bool(self.pending), 5.0)
-        self.session.log_if_due(self.replay_size, force=True)
+        self.session.log_if_due(self.store_stats, force=True)
+
+    def _check_learners_agree(self) -> None:
+        """All-reduced learners must hold identical parameters; record and report it."""
+        try:
+            digests = ray.get(
+                [learner.parameters_digest.remote() for learner in self.learners],
+                timeout=SHUTDOWN_TIMEOUT_S,
+            )
+        except (RayError, GetTimeoutError) as error:
+            logger.warning("could not compare the learners' parameters: %s", error)
+            return
+        self.session.learner_digests = digests
+        if len(set(digests)) == 1:
+            logger.info("%d learners finished with identical parameters", len(digests))
+        else:
+            logger.error("the learners' parameters differ: %s", digests)
 
     def _kill_actors(self) -> None:
         handles = [slot.handle for slot in self.workers]
-        handles += [self.learner, self.replay, self.evaluator]
+        handles += [*self.learners, self.store, self.evaluator]
         for handle in filter(None, handles):
             with contextlib.suppress(RayError, ValueError):
                 ray.kill(handle, no_restart=True)

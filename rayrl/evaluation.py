@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
@@ -10,6 +12,7 @@ from rayrl.config import Config
 from rayrl.core import EvalResult, ModelInfo
 from rayrl.envs import make_env, spec_of
 from rayrl.seeding import derive_seed
+from rayrl.video import record_episode
 
 MAX_EVAL_ENVS = 16
 """Evaluation episodes run side by side in one vector env, at most this many at a time."""
@@ -26,13 +29,20 @@ class Evaluator:
         torch.set_num_threads(1)
         self.config = config
         num_envs = min(config.run.eval_episodes, MAX_EVAL_ENVS)
-        self.env = make_env(config.env, num_envs, training=False, num_threads=num_envs)
-        spec = spec_of(self.env, config.env)
+        env_config = config.env
+        if env_config.eval_id is not None:
+            env_config = replace(env_config, id=env_config.eval_id)
+        self.env_config = env_config
+        self.env = make_env(env_config, num_envs, training=False, num_threads=num_envs)
+        spec = spec_of(self.env, env_config)
         self.policy = ALGORITHMS[config.algorithm.name].make_policy(config, spec, None)
         self.seed = derive_seed(config.run.seed, "eval")
         self.evaluations = 0
 
-    def evaluate(self, info: ModelInfo | None, episodes: int) -> EvalResult:
+    def evaluate(
+        self, info: ModelInfo | None, episodes: int, record_video: bool = False
+    ) -> EvalResult:
+        """Play `episodes` greedy episodes; with `record_video`, one more as an MP4."""
         if info is not None:
             self.policy.set_weights(info)
         num_envs = self.env.num_envs
@@ -51,7 +61,12 @@ class Evaluator:
                     done[episode.env_index] += 1
                     returns.append(episode.episode_return)
                     lengths.append(episode.length)
-        return EvalResult(np.array(returns), np.array(lengths), self.policy.version)
+        video = (
+            record_episode(self.env_config, self.policy, self.seed + self.evaluations)
+            if record_video
+            else None
+        )
+        return EvalResult(np.array(returns), np.array(lengths), self.policy.version, video)
 
     def close(self) -> None:
         self.env.close()

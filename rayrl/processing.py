@@ -1,4 +1,6 @@
-"""Step processing: env steps -> n-step transitions whose frames are stored once.
+"""Step processing: env steps -> what the learner's store keeps.
+
+`UnrollProcessor` cuts fixed-length unrolls with behaviour log-probabilities (IMPALA).
 
 `NStepProcessor` collects the `StepBatch`es of a chunk and computes all n-step transitions
 at `flush` with a handful of vectorized numpy operations (a per-env Python loop per step
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rayrl.core import StepBatch, TransitionChunk
+from rayrl.core import StepBatch, TransitionChunk, Unrolls
 
 
 def n_step_targets(
@@ -225,3 +227,48 @@ class NStepProcessor:
         )
         self.tracker.compact(oldest_needed)
         return chunk
+
+
+class UnrollProcessor:
+    """Vector env steps -> one `Unrolls` of `num_steps` steps per env at each flush.
+
+    Needs the policy's `logp` extra for every step. The bootstrap observation of an unroll
+    is the last step's true successor; truncated steps keep their final observation.
+    """
+
+    def __init__(self, num_envs: int, num_steps: int) -> None:
+        self.num_envs = num_envs
+        self.num_steps = num_steps
+        self._steps: list[StepBatch] = []
+        self._versions: list[int] = []
+
+    def process(self, step: StepBatch, policy_version: int) -> None:
+        if "logp" not in step.extras:
+            raise ValueError("UnrollProcessor needs the policy's behaviour log-probabilities")
+        self._steps.append(step)
+        self._versions.append(policy_version)
+
+    def flush(self) -> Unrolls:
+        steps, self._steps = self._steps, []
+        versions, self._versions = self._versions, []
+        if len(steps) != self.num_steps:
+            raise RuntimeError(f"an unroll needs {self.num_steps} steps, got {len(steps)}")
+
+        def stack(values: list[np.ndarray]) -> np.ndarray:
+            return np.stack(values, axis=1)  # (E, T, ...)
+
+        truncated = stack([s.truncated for s in steps])
+        envs, times = np.nonzero(truncated)
+        return Unrolls(
+            obs=stack([s.obs for s in steps] + [steps[-1].next_obs]),
+            actions=stack([s.actions for s in steps]),
+            rewards=stack([s.rewards for s in steps]).astype(np.float32),
+            terminated=stack([s.terminated for s in steps]),
+            truncated=truncated,
+            behaviour_logp=stack([s.extras["logp"] for s in steps]).astype(np.float32),
+            final_obs=np.stack([steps[t].next_obs[e] for e, t in zip(envs, times, strict=True)])
+            if len(envs)
+            else np.zeros((0, *steps[0].obs.shape[1:]), dtype=steps[0].obs.dtype),
+            final_index=np.stack([envs, times], axis=1).astype(np.int64),
+            policy_versions=np.full(self.num_envs, min(versions), dtype=np.int64),
+        )

@@ -12,6 +12,7 @@ import logging
 import math
 import netrc
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -129,13 +130,17 @@ class WandbRecorder:
     """One W&B run per training run; a resumed run continues the same W&B run.
 
     Env steps are the x-axis of every metric. Only the resolved config's plain values are
-    sent, so nothing W&B cannot serialize ever reaches it.
+    sent, so nothing W&B cannot serialize ever reaches it. Evaluation videos go in as
+    `eval/video`; with `log_best_checkpoint`, `best.pt` goes up as a model artifact when
+    the run closes (once, not at every improvement).
     """
 
     def __init__(self, config: Config, run_dir: RunDirectory) -> None:
         import wandb
 
-        settings = config.logging.wandb
+        self.wandb = wandb
+        self.run_dir = run_dir
+        settings = self.settings = config.logging.wandb
         id_file = run_dir.root / "wandb_run_id"
         run_id = id_file.read_text().strip() if id_file.is_file() else None
         self.run = wandb.init(
@@ -157,7 +162,18 @@ class WandbRecorder:
     def record(self, metrics: Mapping[str, float], env_steps: int) -> None:
         self.run.log({**metrics, "env_steps": env_steps})
 
+    def record_video(self, path: Path, env_steps: int) -> None:
+        self.run.log(
+            {"eval/video": self.wandb.Video(str(path), format="mp4"), "env_steps": env_steps}
+        )
+
     def close(self) -> None:
+        best = self.run_dir.best_checkpoint
+        if self.settings.log_best_checkpoint and best.is_file():
+            name = re.sub(r"[^\w.-]", "-", self.run.name or self.run.id)  # W&B's allowed set
+            artifact = self.wandb.Artifact(f"{name}-best", type="model")
+            artifact.add_file(str(best))
+            self.run.log_artifact(artifact, aliases=["best"])
         self.run.finish()
 
 
@@ -170,6 +186,13 @@ class Recorders:
     def record(self, metrics: Mapping[str, float], env_steps: int) -> None:
         for recorder in self.recorders:
             recorder.record(metrics, env_steps)
+
+    def record_video(self, path: Path, env_steps: int) -> None:
+        """An evaluation video, already saved in the run directory, to the recorders that
+        show videos (W&B)."""
+        for recorder in self.recorders:
+            if hasattr(recorder, "record_video"):
+                recorder.record_video(path, env_steps)
 
     def close(self) -> None:
         for recorder in self.recorders:

@@ -9,6 +9,8 @@ RUN_DIR/
     best.pt            the checkpoint with the best evaluation return
     step_<N>.pt        periodic checkpoints, the newest `run.keep_checkpoints` kept
     replay.npz         the buffer, when replay.save_with_checkpoint is set
+  videos/
+    eval-<N>.mp4       evaluation episodes, when logging.video_interval_evals is set
 """
 
 from __future__ import annotations
@@ -95,6 +97,12 @@ class RunDirectory:
         tmp = self.config_path.with_name(".config.yaml.tmp")
         tmp.write_text(config_to_yaml(config))
         tmp.replace(self.config_path)
+
+    def save_video(self, video: bytes, env_steps: int) -> Path:
+        path = self.root / "videos" / f"eval-{env_steps:012d}.mp4"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(video)
+        return path
 
     def append_eval(self, record: dict[str, Any]) -> None:
         with open(self.eval_path, "a") as f:

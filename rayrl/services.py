@@ -1,17 +1,20 @@
-"""The process shells around the replay buffer and the learner, for the Ray runtime.
+"""The process shells around the experience store and the learner, for the Ray runtime.
 
-The algorithm objects (`UniformReplay`, `DQNLearner`) do not know about processes; these
-shells give them what a long-lived actor needs (Sample Factory's learner vs learner_worker
-split): the replay service makes rate limiting *wait* instead of refuse, so a learner that
-asks too early simply gets its batch later and workers that run ahead are held back; the
-learner service pulls batches from the replay actor itself, keeping requests in flight so
-that it does not wait on the buffer, and sends priorities back without waiting.
+The algorithm objects (`ReplayStore`, `TrajectoryQueue`, `DQNLearner`, `ImpalaLearner`) do
+not know about processes; these shells give them what a long-lived actor needs (Sample
+Factory's learner vs learner_worker split): the experience service makes the store's limits
+*wait* instead of refuse, so a learner that asks too early simply gets its batch later and
+workers that run ahead are held back; the learner service pulls batches from that actor
+itself, keeping requests in flight so that it does not wait on it, sends priorities back
+without waiting, and joins its peers' process group when there are several learners.
 
 `rayrl.runtime` turns both into Ray actors.
 """
 
 from __future__ import annotations
 
+import hashlib
+import socket
 import threading
 import time
 from collections import defaultdict, deque
@@ -22,80 +25,69 @@ from typing import Any
 import numpy as np
 import ray
 import torch
+import torch.distributed as dist
 
 from rayrl.algorithms import ALGORITHMS
 from rayrl.checkpoint import to_numpy_tree
 from rayrl.config import Config
-from rayrl.core import ModelInfo, TransitionBatch, TransitionChunk
+from rayrl.core import ModelInfo, StoreStats
 from rayrl.envs import EnvSpec
-from rayrl.replay import make_buffer, make_limiter
 
 
-@dataclass
-class ReplayStats:
-    size: int
-    inserted: int
-    sampled: int
+class ExperienceService:
+    """An `ExperienceStore` whose limits make callers wait (a threaded actor).
 
-
-class ReplayService:
-    """A replay buffer whose rate limit makes callers wait (a threaded actor).
-
-    `add` waits while inserting would run too far ahead of sampling, `sample` while
-    sampling would run ahead of inserting or the buffer is below its warm-up size. `stop`
+    `add` waits while the store refuses the chunk (the replay ratio, a full queue), `sample`
+    while it cannot serve the request (warm-up, the ratio, too few fresh unrolls). `stop`
     releases every waiting caller: adds are dropped and samples return no batches. (A
     threaded actor rather than an asyncio one: on this path Ray's asyncio actors cost about
     twice the CPU per call.)
     """
 
-    def __init__(self, config: Config, frame_stack: int | None, restore: Path | None = None):
-        self.buffer = make_buffer(config, frame_stack)
-        self.limiter = make_limiter(config)
+    def __init__(self, config: Config, spec: EnvSpec, restore: Path | None = None) -> None:
+        self.store = ALGORITHMS[config.algorithm.name].make_store(config, spec)
         if restore is not None and restore.is_file():
-            self.buffer.load(restore)
-            # a refilled buffer counts as warm: sampling may start at once
-            self.limiter.record_insert(len(self.buffer))
+            self.store.load(restore)
         self._changed = threading.Condition()
         self._stopped = False
 
-    def add(self, chunk: TransitionChunk) -> int:
-        """Insert a chunk once the rate limit allows; returns the transitions inserted."""
+    def add(self, chunk: Any) -> int:
+        """Insert a chunk once the store takes it; returns the items inserted."""
         with self._changed:
-            self._changed.wait_for(lambda: self._stopped or self.limiter.can_insert(len(chunk)))
+            self._changed.wait_for(lambda: self._stopped or self.store.can_insert(len(chunk)))
             if self._stopped:
                 return 0
-            self.buffer.add(chunk)
-            self.limiter.record_insert(len(chunk))
+            inserted = self.store.add(chunk)
             self._changed.notify_all()
-        return len(chunk)
+        return inserted
 
-    def sample(self, batch_size: int, num_batches: int) -> list[TransitionBatch]:
-        """`num_batches` batches once the rate limit allows; [] after `stop`."""
-        total = batch_size * num_batches
+    def sample(self, batch_size: int, num_batches: int, learner_version: int) -> list[Any]:
+        """`num_batches` batches once the store can serve them; [] after `stop`."""
         with self._changed:
             self._changed.wait_for(
-                lambda: self._stopped or self.limiter.can_sample(total, len(self.buffer))
+                lambda: (
+                    self._stopped or self.store.can_sample(batch_size, num_batches, learner_version)
+                )
             )
             if self._stopped:
                 return []
-            batches = [self.buffer.sample(batch_size) for _ in range(num_batches)]
-            self.limiter.record_sample(total)
+            batches = self.store.sample(batch_size, num_batches, learner_version)
             self._changed.notify_all()
         return batches
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
         with self._changed:
-            self.buffer.update_priorities(indices, priorities)
+            self.store.update_priorities(indices, priorities)
 
-    def stats(self) -> ReplayStats:
+    def stats(self) -> StoreStats:
         with self._changed:
-            return ReplayStats(len(self.buffer), self.limiter.inserted, self.limiter.sampled)
+            return self.store.stats()
 
     def save(self, path: Path) -> int:
-        """Write the buffer to `path` (on this actor's node); returns its size."""
+        """Write the replay buffer to `path` (on this actor's node); returns its size."""
         with self._changed:
-            self.buffer.save(path)
-            return len(self.buffer)
+            self.store.save(path)
+            return self.store.stats().size
 
     def stop(self) -> None:
         with self._changed:
@@ -115,30 +107,95 @@ class LearnerReport:
     wall_s: float
     sampled: int
     metrics: dict[str, list[float]] = field(default_factory=dict)
-    replay_stopped: bool = False
+    store_stopped: bool = False
 
 
 class LearnerService:
-    """The learner, pulling its own batches from the replay actor."""
+    """The learner, pulling its own batches from the experience actor.
+
+    With several learners (`algorithm.num_learners`), rank 0 offers an address
+    (`group_address`), every learner calls `join_group` with it at once, and only then
+    builds its learner, whose network torch's DistributedDataParallel wraps.
+    """
 
     def __init__(
         self,
         config: Config,
         spec: EnvSpec,
-        replay: Any,
+        store: Any,
         state: dict[str, Any] | None = None,
+        warm_start: ModelInfo | None = None,
     ) -> None:
         torch.set_num_threads(config.learner.num_threads)
-        self.learner = ALGORITHMS[config.algorithm.name].make_learner(config, spec)
-        if state is not None:
-            self.learner.load_state_dict(state)
-        self.replay = replay
+        self.config = config
+        self.spec = spec
+        self.store = store
+        self.state = state
+        self.warm_start = warm_start
         self.batch_size = config.learner.batch_size
-        self.prioritized = config.replay.prioritized
         self.batches_per_request = config.learner.batches_per_request
         self.prefetch = config.learner.prefetch_requests
+        self.prioritized = config.replay.prioritized
+        self.learner: Any = None
         self._requests: deque = deque()
-        self._batches: deque[TransitionBatch] = deque()
+        self._batches: deque = deque()
+        if getattr(config.algorithm, "num_learners", 1) == 1:
+            self._build()
+
+    def group_address(self) -> tuple[str, int]:
+        """This node's address and a free port for the learners' process group (rank 0)."""
+        with socket.socket() as probe:
+            probe.bind(("", 0))
+            port = probe.getsockname()[1]
+        return ray.util.get_node_ip_address(), port
+
+    def join_group(self, address: tuple[str, int], rank: int, world_size: int) -> None:
+        """Join the learners' process group (blocks until all have joined), then build."""
+        host, port = address
+        on_gpu = torch.cuda.is_available() and self.config.learner.device != "cpu"
+        backend = "nccl" if on_gpu else "gloo"
+        dist.init_process_group(
+            backend, init_method=f"tcp://{host}:{port}", rank=rank, world_size=world_size
+        )
+        self._build()
+
+    @property
+    def distributed(self) -> bool:
+        return dist.is_available() and dist.is_initialized()
+
+    @staticmethod
+    def _all_have(batch: Any) -> bool:
+        flag = torch.tensor([0 if batch is None else 1])
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        return bool(flag.item())
+
+    def _build(self) -> None:
+        self.learner = ALGORITHMS[self.config.algorithm.name].make_learner(self.config, self.spec)
+        if self.state is not None:
+            self.learner.load_state_dict(self.state)
+        elif self.warm_start is not None:
+            self.learner.set_policy_weights(self.warm_start)
+        self.state = self.warm_start = None
+
+    def set_store(self, store: Any) -> None:
+        """Use a new experience actor (after the old one died)."""
+        self.store = store
+        self._requests.clear()
+        self._batches.clear()
+
+    def _next_batch(self) -> Any:
+        while not self._batches:
+            while len(self._requests) < self.prefetch:
+                self._requests.append(
+                    self.store.sample.remote(
+                        self.batch_size, self.batches_per_request, self.learner.updates
+                    )
+                )
+            batches = ray.get(self._requests.popleft())
+            if not batches:  # the experience service was stopped
+                return None
+            self._batches.extend(batches)
+        return self._batches.popleft()
 
     def placement(self) -> dict[str, str]:
         """Where this learner runs: Ray node id and torch device."""
@@ -146,24 +203,6 @@ class LearnerService:
             "node_id": ray.get_runtime_context().get_node_id(),
             "device": str(self.learner.device),
         }
-
-    def set_replay(self, replay: Any) -> None:
-        """Use a new replay actor (after the old one died)."""
-        self.replay = replay
-        self._requests.clear()
-        self._batches.clear()
-
-    def _next_batch(self) -> TransitionBatch | None:
-        while not self._batches:
-            while len(self._requests) < self.prefetch:
-                self._requests.append(
-                    self.replay.sample.remote(self.batch_size, self.batches_per_request)
-                )
-            batches = ray.get(self._requests.popleft())
-            if not batches:  # the replay service was stopped
-                return None
-            self._batches.extend(batches)
-        return self._batches.popleft()
 
     def train(self, num_updates: int) -> tuple[LearnerReport, ModelInfo]:
         """Run up to `num_updates` updates; returns a report and the new weights."""
@@ -175,6 +214,8 @@ class LearnerService:
         stopped = False
         while done < num_updates:
             batch = self._next_batch()
+            if self.distributed and not self._all_have(batch):
+                batch = None  # a peer's store was stopped: all stop, none waits in all-reduce
             if batch is None:
                 stopped = True
                 break
@@ -188,9 +229,7 @@ class LearnerService:
                 indices.append(batch.indices)
                 priorities.append(result.priorities)
         if indices:  # one message per call, not per update; nobody waits for it
-            self.replay.update_priorities.remote(
-                np.concatenate(indices), np.concatenate(priorities)
-            )
+            self.store.update_priorities.remote(np.concatenate(indices), np.concatenate(priorities))
         if done:
             metrics["learner/update_ms"] = [1000 * update_s / done]
         report = LearnerReport(
@@ -200,7 +239,7 @@ class LearnerService:
             wall_s=time.perf_counter() - start,
             sampled=done * self.batch_size,
             metrics=dict(metrics),
-            replay_stopped=stopped,
+            store_stopped=stopped,
         )
         return report, self.learner.get_weights()
 
@@ -210,3 +249,10 @@ class LearnerService:
     def state(self) -> dict[str, Any]:
         """The full learner state as numpy (faster through the object store than tensors)."""
         return to_numpy_tree(self.learner.state_dict())
+
+    def parameters_digest(self) -> str:
+        """A hash of the network parameters (learners in one group must agree)."""
+        digest = hashlib.sha256()
+        for value in self.learner.get_weights().weights.values():
+            digest.update(np.ascontiguousarray(value).tobytes())
+        return digest.hexdigest()

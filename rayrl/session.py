@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from rayrl.algorithms import ALGORITHMS
 from rayrl.checkpoint import load_checkpoint, save_checkpoint
 from rayrl.config import Config, config_to_dict
-from rayrl.core import EvalResult, ModelInfo
+from rayrl.core import EvalResult, ModelInfo, StoreStats
 from rayrl.recorders import Recorders
 from rayrl.rundir import RunDirectory
 from rayrl.stats import RunStats
@@ -63,6 +64,8 @@ class TrainResult:
     """Where actors ran (Ray runtime): {"learner": {"node_id", "device"}}."""
     figures: dict[str, float] = field(default_factory=dict)
     """Headline numbers of this segment (see `RunStats.figures`)."""
+    learner_digests: list[str] = field(default_factory=list)
+    """With several learners: a hash of each one's parameters at the end (they must agree)."""
 
 
 def weights_as_tensors(info: ModelInfo) -> dict[str, Any]:
@@ -72,12 +75,6 @@ def weights_as_tensors(info: ModelInfo) -> dict[str, Any]:
             k: torch.from_numpy(np.require(v, requirements="CW")) for k, v in info.weights.items()
         },
     }
-
-
-def policy_from_checkpoint(payload: dict[str, Any]) -> ModelInfo:
-    policy = payload["policy"]
-    weights = {k: v.numpy() for k, v in policy["weights"].items()}
-    return ModelInfo(int(policy["version"]), weights)
 
 
 class TrainingSession:
@@ -94,7 +91,9 @@ class TrainingSession:
         self.recorders = recorders
         self.counters = counters
         self.started_at = started_at
-        self.stats = RunStats(config.workers.num_workers)
+        self.stats = RunStats(
+            config.workers.num_workers, ALGORITHMS[config.algorithm.name].store_metrics
+        )
         run = config.run
         self.next_eval = (counters.env_steps // run.eval_interval_env_steps + 1) * (
             run.eval_interval_env_steps
@@ -107,6 +106,7 @@ class TrainingSession:
         self.last_eval: EvalResult | None = None
         self.evaluations: list[dict[str, float]] = []
         self.placement: dict[str, dict[str, str]] = {}
+        self.learner_digests: list[str] = []
 
     # ---- time ------------------------------------------------------------------------------
 
@@ -138,12 +138,12 @@ class TrainingSession:
     def log_due(self) -> bool:
         return time.perf_counter() >= self._next_log
 
-    def log_if_due(self, replay_size: int | None = None, force: bool = False) -> None:
+    def log_if_due(self, store: StoreStats | None = None, force: bool = False) -> None:
         now = time.perf_counter()
         if not force and now < self._next_log:
             return
         self._next_log = now + self.config.logging.log_interval_s
-        metrics = self.stats.interval_metrics(replay_size)
+        metrics = self.stats.interval_metrics(store)
         metrics["learner/updates"] = float(self.counters.updates)  # the run's, across resumes
         metrics["run/wall_s"] = self.counters.elapsed_s + self.wall_s
         self.recorders.record(metrics, self.counters.env_steps)
@@ -158,6 +158,11 @@ class TrainingSession:
         interval = self.config.run.checkpoint_interval_env_steps
         self.next_checkpoint = (self.counters.env_steps // interval + 1) * interval
 
+    def video_due(self) -> bool:
+        """Whether the evaluation about to start should record a video."""
+        interval = self.config.logging.video_interval_evals
+        return interval is not None and self.counters.evaluations % interval == 0
+
     def record_eval(self, result: EvalResult, env_steps: int) -> bool:
         """Record an evaluation made at `env_steps`; True if it is the best so far."""
         self.last_eval = result
@@ -165,6 +170,8 @@ class TrainingSession:
         metrics = result.summary()
         metrics["eval/policy_version"] = float(result.policy_version)
         self.recorders.record(metrics, env_steps)
+        if result.video is not None:
+            self.recorders.record_video(self.run_dir.save_video(result.video, env_steps), env_steps)
         record = {"env_steps": env_steps, "wall_s": round(self.wall_s, 3), **metrics}
         self.evaluations.append(record)
         self.run_dir.append_eval(record)
@@ -184,12 +191,10 @@ class TrainingSession:
         *,
         best: bool = False,
         periodic: bool = False,
-        extra_counters: dict[str, float] | None = None,
     ) -> None:
         """Write latest.pt (and best.pt / a periodic step checkpoint when asked)."""
         counters = asdict(self.counters)
         counters["elapsed_s"] = self.counters.elapsed_s + self.wall_s
-        counters.update(extra_counters or {})
         payload = {
             "algorithm": self.config.algorithm.name,
             "learner": learner_state,
@@ -219,6 +224,7 @@ class TrainingSession:
             evaluations=self.evaluations,
             placement=self.placement,
             figures=self.stats.figures(),
+            learner_digests=self.learner_digests,
         )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rayrl.core import ChunkStats
+from rayrl.core import ChunkStats, StoreStats
 
 
 @dataclass
@@ -30,8 +30,10 @@ class WorkerTotals:
 
 
 class RunStats:
-    def __init__(self, num_workers: int) -> None:
+    def __init__(self, num_workers: int, store_namespace: str = "replay") -> None:
         self.started = time.perf_counter()
+        self.store_namespace = store_namespace
+        """"replay" or "queue": the experience store's metrics go under this prefix."""
         self.workers: dict[int, WorkerTotals] = defaultdict(WorkerTotals)
         for i in range(num_workers):
             self.workers[i] = WorkerTotals()
@@ -40,7 +42,8 @@ class RunStats:
         self.learner_wall_s = 0.0
         self.inserted = 0
         self.sampled = 0
-        self.replay_size = 0
+        self.store_size = 0
+        self.dropped = 0
         self.lags: list[int] = []
         self.sync_latencies: list[float] = []
         self.recent_returns: deque[float] = deque(maxlen=100)
@@ -125,16 +128,17 @@ class RunStats:
         """A run-level counter reported with every interval (e.g. `learner/restarts`)."""
         self.counters[key] += amount
 
-    def interval_metrics(self, replay_size: int | None = None) -> dict[str, float]:
+    def interval_metrics(self, store: StoreStats | None = None) -> dict[str, float]:
         """Metrics since the last call, namespaced, and reset the interval."""
         now = time.perf_counter()
         seconds = max(now - self._interval_start, 1e-9)
         interval = self._interval
+        ns = self.store_namespace
         metrics: dict[str, float] = {
             "worker/env_steps_per_s": interval["env_steps"] / seconds,
             "learner/updates_per_s": interval["updates"] / seconds,
-            "replay/inserts_per_s": interval["inserted"] / seconds,
-            "replay/samples_per_s": interval["sampled"] / seconds,
+            f"{ns}/inserts_per_s": interval["inserted"] / seconds,
+            f"{ns}/samples_per_s": interval["sampled"] / seconds,
         }
         if interval["returns"]:
             metrics["worker/episode_return"] = float(np.mean(interval["returns"]))
@@ -149,9 +153,12 @@ class RunStats:
             metrics["worker/policy_lag_max"] = float(np.max(interval["lags"]))
         if interval["sync"]:
             metrics["worker/sync_latency_ms_p50"] = 1000 * float(np.median(interval["sync"]))
-        if replay_size is not None:
-            self.replay_size = replay_size
-            metrics["replay/size"] = float(replay_size)
+        if store is not None:
+            self.store_size = store.size
+            self.dropped = store.dropped
+            metrics[f"{ns}/size"] = float(store.size)
+            if ns == "queue":
+                metrics["queue/dropped_stale"] = float(store.dropped)
         metrics.update(self.counters)
         self._interval_start = now
         self._interval = self._empty_interval()
@@ -167,8 +174,8 @@ class RunStats:
             "learner_utilization": self.update_s / self.learner_wall_s
             if self.learner_wall_s
             else 0.0,
-            "replay_inserts_per_s": self.inserted / wall,
-            "replay_samples_per_s": self.sampled / wall,
+            "store_inserts_per_s": self.inserted / wall,
+            "store_samples_per_s": self.sampled / wall,
             "syncs": float(len(self.sync_latencies)),
         }
         if self.lags:
@@ -206,9 +213,13 @@ class RunStats:
             f"updates/s, {100 * figures['learner_utilization']:.0f}% of its time updating "
             f"(the rest waiting for batches){loss}"
         )
+        dropped = (
+            f", {self.dropped:,} stale unrolls dropped" if self.store_namespace == "queue" else ""
+        )
         lines.append(
-            f"replay: size {self.replay_size:,}, {figures['replay_inserts_per_s']:.0f} "
-            f"inserts/s, {figures['replay_samples_per_s']:.0f} samples/s"
+            f"{self.store_namespace}: size {self.store_size:,}, "
+            f"{figures['store_inserts_per_s']:.0f} inserts/s, "
+            f"{figures['store_samples_per_s']:.0f} samples/s{dropped}"
         )
         if self.lags:
             lines.append(

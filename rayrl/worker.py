@@ -29,12 +29,12 @@ class RolloutWorker:
         # (all cores) would oversubscribe the machine once there are several
         torch.set_num_threads(1)
         workers = config.workers
+        algorithm = ALGORITHMS[config.algorithm.name]
         self.worker_index = worker_index
-        self.steps_per_chunk = workers.steps_per_chunk
+        self.steps_per_chunk = algorithm.chunk_steps(config)
         threads = workers.env_threads or max(1, round(workers.cpus_per_worker))
         self.env = make_env(config.env, workers.envs_per_worker, training=True, num_threads=threads)
         self.spec = spec_of(self.env, config.env)
-        algorithm = ALGORITHMS[config.algorithm.name]
         self.policy = algorithm.make_policy(config, self.spec, worker_index)
         self.processor = algorithm.make_processor(config, self.spec, workers.envs_per_worker)
         self.env.reset(seed=derive_seed(config.run.seed, "env", worker_index, incarnation))

@@ -17,7 +17,13 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 class HangingCartPole(CartPoleEnv):
     """CartPole that hangs forever once a marker file exists (path in RAYRL_TEST_HANG_FILE),
     the way a stuck emulator or a dead network env hangs a worker. The file is removed by
-    the first env that sees it, so the replacement worker runs normally."""
+    the first env that sees it, so the replacement worker runs normally.
+
+    Each step also takes at least a millisecond, like a real emulator: the run must not be
+    able to finish its remaining steps on the other workers before the hang timeout expires,
+    however fast the machine."""
+
+    STEP_S = 0.001
 
     def step(self, action):
         marker = os.environ.get("RAYRL_TEST_HANG_FILE")
@@ -29,6 +35,7 @@ class HangingCartPole(CartPoleEnv):
             else:
                 while True:
                     time.sleep(1)
+        time.sleep(self.STEP_S)
         return super().step(action)
 
 

@@ -67,10 +67,12 @@ def wait_for_exit_record(log: Path, timeout_s: float = 60.0) -> list:
 
 
 def read_offline_run(run_dir: Path) -> dict[str, Any]:
-    """{"run_id", "tags", "group", "config", "history"} of the single offline run under
-    `run_dir/wandb`; history is a list of {key: value} rows as logged."""
+    """{"run_id", "tags", "group", "config", "history", "artifacts"} of the single offline
+    run under `run_dir/wandb`; history is a list of {key: value} rows as logged (nested
+    values, such as a video's, flattened to "key/field"); artifacts are {"name", "type",
+    "aliases", "files"}."""
     (log,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
-    out: dict[str, Any] = {"config": {}, "history": []}
+    out: dict[str, Any] = {"config": {}, "history": [], "artifacts": []}
     for record in wait_for_exit_record(log):
         kind = record.WhichOneof("record_type")
         if kind == "run":
@@ -87,6 +89,15 @@ def read_offline_run(run_dir: Path) -> dict[str, Any]:
                 {
                     item.key or "/".join(item.nested_key): json.loads(item.value_json)
                     for item in record.history.item
+                }
+            )
+        elif kind == "artifact":
+            out["artifacts"].append(
+                {
+                    "name": record.artifact.name,
+                    "type": record.artifact.type,
+                    "aliases": list(record.artifact.aliases),
+                    "files": [entry.path for entry in record.artifact.manifest.contents],
                 }
             )
     return out

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from rayrl.algorithms import dqn
+from rayrl.algorithms import dqn, impala
 from rayrl.algorithms.base import Algorithm
 
 ALGORITHMS: dict[str, Algorithm] = {
     "dqn": dqn.ALGORITHM,
+    "impala": impala.ALGORITHM,
 }
 
 __all__ = ["ALGORITHMS", "Algorithm"]

@@ -1,9 +1,10 @@
 """What an algorithm provides: its config class and builders for its parts.
 
 An algorithm is a small module that, from the run's typed config, makes the Policy (CPU,
-in every worker), the Learner, and the StepProcessor, and says whether it learns from a
-replay buffer (off-policy) or from fresh unrolls (on-policy). The trainers and the Ray
-runtime only ever call these builders, so adding an algorithm adds one module.
+in every worker), the Learner, the StepProcessor, and the ExperienceStore between them (a
+replay buffer for off-policy learning, a queue of fresh unrolls for on-policy learning). The
+trainers and the Ray runtime only ever call these builders, so adding an algorithm adds one
+module.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rayrl.config import AlgorithmConfig, Config
-from rayrl.core import Policy
+from rayrl.core import ExperienceStore, Policy
 from rayrl.envs import EnvSpec
 
 
@@ -28,5 +29,9 @@ class Algorithm:
     """(config, env spec) -> the learner, on the configured device."""
     make_processor: Callable[[Config, EnvSpec, int], Any]
     """(config, env spec, number of envs) -> the worker's step processor."""
-    uses_replay: bool
-    """Off-policy from a replay buffer (True) or on-policy from fresh unrolls (False)."""
+    make_store: Callable[[Config, EnvSpec], ExperienceStore]
+    """(config, env spec) -> where chunks wait for the learner."""
+    chunk_steps: Callable[[Config], int]
+    """Vector-env steps a worker takes per chunk."""
+    store_metrics: str
+    """Metric namespace of its store: "replay" or "queue"."""

@@ -36,6 +36,7 @@ from rayrl.core import ModelInfo, PolicyOutput, TransitionBatch, UpdateResult
 from rayrl.envs import EnvSpec
 from rayrl.errors import ConfigError
 from rayrl.processing import NStepProcessor
+from rayrl.replay import ReplayStore, make_replay_store
 from rayrl.seeding import derive_seed
 
 logger = logging.getLogger(__name__)
@@ -260,6 +261,11 @@ class DQNLearner:
     def get_weights(self) -> ModelInfo:
         return ModelInfo(self.updates, numpy_state_dict(self.online), published_at=time.time())
 
+    def set_policy_weights(self, info: ModelInfo) -> None:
+        """Start from these Q-network weights (a warm start; the optimizer starts fresh)."""
+        load_numpy_state_dict(self.online, info.weights)
+        self.target.load_state_dict(self.online.state_dict())
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "online": self.online.state_dict(),
@@ -282,6 +288,10 @@ def make_learner(config: Config, spec: EnvSpec) -> DQNLearner:
     return learner
 
 
+def make_store(config: Config, spec: EnvSpec) -> ReplayStore:
+    return make_replay_store(config, spec.frame_stack)
+
+
 def make_processor(config: Config, spec: EnvSpec, num_envs: int) -> NStepProcessor:
     algo = _dqn_config(config)
     return NStepProcessor(
@@ -295,5 +305,7 @@ ALGORITHM = Algorithm(
     make_policy=make_policy,
     make_learner=make_learner,
     make_processor=make_processor,
-    uses_replay=True,
+    make_store=make_store,
+    store_metrics="replay",
+    chunk_steps=lambda config: config.workers.steps_per_chunk,
 )

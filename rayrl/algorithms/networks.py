@@ -7,6 +7,7 @@ that frames travel and are stored as bytes.
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
 import numpy as np
@@ -103,11 +104,15 @@ def numpy_state_dict(module: nn.Module) -> dict[str, np.ndarray]:
 
 
 def load_numpy_state_dict(module: nn.Module, weights: dict[str, np.ndarray]) -> None:
-    """Load a state dict of numpy arrays into `module` in place (arrays from Ray's object
-    store are read-only, which torch.from_numpy warns about: copy them)."""
-    module.load_state_dict(
-        {k: torch.from_numpy(np.require(v, requirements="CW")) for k, v in weights.items()}
-    )
+    """Load a state dict of numpy arrays into `module` in place.
+
+    Arrays from Ray's object store are read-only views of shared memory. `load_state_dict`
+    only reads them (it copies into the module's own parameters), so they are wrapped
+    without an extra copy, and torch's warning about non-writable arrays is silenced here.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        module.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in weights.items()})
 
 
 def resolve_device(device: str) -> torch.device:

@@ -51,7 +51,7 @@ def is_atari(env_id: str) -> bool:
     return env_id.startswith("ALE/")
 
 
-def _register_atari() -> None:
+def register_atari() -> None:
     import ale_py
 
     gym.register_envs(ale_py)
@@ -62,19 +62,22 @@ def check_env(config: EnvConfig) -> None:
 
     Like gymnasium, an id may name the module that registers it: "my_package.envs:MyEnv-v0".
     """
-    _register_atari()
-    module, _, name = config.id.rpartition(":")
-    if module:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
+    register_atari()
+    for key, env_id in (("env.id", config.id), ("env.eval_id", config.eval_id)):
+        if env_id is None:
+            continue
+        module, _, name = env_id.rpartition(":")
+        if module:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise ConfigError(
+                    f"{key}={env_id!r}: cannot import module {module!r}: {exc}"
+                ) from None
+        if name not in gym.registry:
             raise ConfigError(
-                f"env.id={config.id!r}: cannot import module {module!r}: {exc}"
-            ) from None
-    if name not in gym.registry:
-        raise ConfigError(
-            f"env.id: unknown environment {config.id!r}{did_you_mean(name, gym.registry)}"
-        )
+                f"{key}: unknown environment {env_id!r}{did_you_mean(name, gym.registry)}"
+            )
     if is_atari(config.id) and config.kwargs:
         raise ConfigError(
             f"env.kwargs={config.kwargs!r} is not used by Atari envs; use the env.* Atari "
@@ -109,7 +112,7 @@ def make_env(
 def _make_atari(config: EnvConfig, num_envs: int, num_threads: int) -> gym.vector.VectorEnv:
     from ale_py.vector_env import AtariVectorEnv
 
-    _register_atari()
+    register_atari()
     game = gym.spec(config.id).kwargs["game"]
     max_frames = ATARI_MAX_FRAMES
     if config.max_episode_steps is not None:

@@ -66,8 +66,15 @@ class VectorEnvAdapter:
         return self.obs
 
     def step(self, actions: np.ndarray, extras: dict[str, np.ndarray] | None = None) -> StepBatch:
-        """Step every env; `self.obs` moves on to the observations for the next actions."""
-        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        """Step every env; `self.obs` moves on to the observations for the next actions.
+
+        Continuous actions are clipped to the action space for the env; the StepBatch keeps
+        them as the policy produced them (their log-probabilities refer to those)."""
+        env_actions = actions
+        if isinstance(self.single_action_space, gym.spaces.Box):
+            space = self.single_action_space
+            env_actions = np.clip(actions, space.low, space.high).astype(space.dtype)
+        obs, rewards, terminated, truncated, info = self.env.step(env_actions)
         obs = self._cast(obs)
         terminated = np.asarray(terminated, dtype=bool)
         truncated = np.asarray(truncated, dtype=bool)

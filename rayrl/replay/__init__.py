@@ -1,13 +1,23 @@
-"""Replay: frame-deduplicated uniform and prioritized buffers, and the rate limiter."""
+"""Replay: frame-deduplicated uniform and prioritized buffers, the rate limiter, and both
+as one `ExperienceStore`."""
 
 from __future__ import annotations
 
 from rayrl.config import Config
 from rayrl.replay.buffer import PrioritizedReplay, UniformReplay, frame_capacity_for
 from rayrl.replay.rate_limiter import RateLimiter
+from rayrl.replay.store import ReplayStore
 from rayrl.seeding import derive_seed
 
-__all__ = ["PrioritizedReplay", "RateLimiter", "UniformReplay", "make_buffer", "make_limiter"]
+__all__ = [
+    "PrioritizedReplay",
+    "RateLimiter",
+    "ReplayStore",
+    "UniformReplay",
+    "make_buffer",
+    "make_limiter",
+    "make_replay_store",
+]
 
 
 def make_buffer(config: Config, frame_stack: int | None, seed: int | None = None) -> UniformReplay:
@@ -45,3 +55,8 @@ def make_limiter(config: Config) -> RateLimiter:
         chunk_size=config.chunk_size,
         batch_size=config.learner.batch_size * config.learner.batches_per_request,
     )
+
+
+def make_replay_store(config: Config, frame_stack: int | None) -> ReplayStore:
+    """The configured buffer behind the configured rate limit."""
+    return ReplayStore(make_buffer(config, frame_stack), make_limiter(config), config.chunk_size)

@@ -100,7 +100,15 @@ def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_pa
 
 
 @pytest.mark.timeout(300)
-def test_ctrl_c_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp):
+@pytest.mark.parametrize(
+    ("signum", "to_group"),
+    [
+        (signal.SIGINT, True),  # a terminal's Ctrl-C: the whole foreground process group
+        (signal.SIGTERM, False),  # `kill`, `ray job stop`, Kubernetes: the process alone
+    ],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_interrupt_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp, signum, to_group):
     proc = start_train(
         tmp_path,
         ray_tmp,
@@ -118,7 +126,10 @@ def test_ctrl_c_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp):
         return files and '"learner/loss"' in files[0].read_text()
 
     wait_for(learning, 180, proc)
-    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    if to_group:
+        os.killpg(proc.pid, signum)
+    else:
+        os.kill(proc.pid, signum)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, output
     assert "stopped: interrupted" in output

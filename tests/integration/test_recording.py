@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import sys
+
 import pytest
 
 import rayrl
@@ -30,6 +33,42 @@ def test_wandb_offline_run_has_config_metrics_and_env_step_axis(tiny):
     logged = set().union(*history)
     assert {"eval/return_mean", "learner/loss", "worker/env_steps_per_s"} <= logged
     assert max(row["env_steps"] for row in history) == 2048
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.timeout(240)
+def test_evaluation_videos_and_best_checkpoint_reach_wandb(ray_cluster, tiny):
+    """Ray runtime: the evaluator actor records the episode and the driver stores it."""
+    overrides = [
+        *tiny,
+        "logging.wandb.enabled=true",
+        "logging.wandb.log_best_checkpoint=true",
+        "logging.video_interval_evals=1",
+    ]
+    result = rayrl.train(None, overrides=overrides)
+    videos = sorted((result.run_dir / "videos").glob("eval-*.mp4"))
+    steps = [int(video.stem.split("-")[1]) for video in videos]
+    evaluated = [row["env_steps"] for row in read_jsonl(result.run_dir / "eval.jsonl")]
+    assert len(steps) == 2  # one per evaluation: at 1024 and at the end
+    assert steps == evaluated
+    assert all(v.read_bytes()[4:8] == b"ftyp" for v in videos)  # MP4 files
+    run = read_offline_run(result.run_dir)
+    logged = [row for row in run["history"] if "eval/video/_type" in row]
+    assert [row["env_steps"] for row in logged] == steps
+    assert all(row["eval/video/_type"] == "video-file" for row in logged)
+    (artifact,) = run["artifacts"]
+    assert artifact["type"] == "model"
+    assert "best" in artifact["aliases"]
+    assert artifact["files"] == ["best.pt"]
+
+
+def test_videos_without_their_dependencies_fail_before_training(tiny, monkeypatch):
+    monkeypatch.setitem(sys.modules, "moviepy", None)  # as if it were not installed
+    with pytest.raises(rayrl.UserError, match=r"video_interval_evals.*rayrl\[video\]"):
+        rayrl.train(None, overrides=[*tiny, "run.runtime=local", "logging.video_interval_evals=1"])
 
 
 def test_resumed_run_continues_the_same_wandb_run(tiny):

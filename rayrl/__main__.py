@@ -1,0 +1,9 @@
+"""`python -m rayrl ...`: the CLI, importing rayrl from the current directory first.
+
+Ray jobs submitted with `--working-dir` run in a copy of that directory, so
+`python -m rayrl train` trains with the code that was uploaded, not an older installed copy.
+"""
+
+from rayrl.cli import main
+
+main(prog_name="rayrl")

@@ -1,0 +1,63 @@
+"""V-trace off-policy correction (Espeholt et al. 2018, IMPALA), as a pure function.
+
+Time-major tensors of shape (T, B). Episodes may end inside an unroll: `discounts` is
+gamma, or 0 after a termination (no bootstrap); `continues` is 0 after *any* episode end
+(termination or truncation), so that the correction never flows from the next episode back
+into this one. `next_values[t]` is V(x_{t+1}): the next observation's value, the final
+observation's value after a truncation, anything after a termination (it is discounted away).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class VTraceReturns:
+    vs: torch.Tensor
+    """V-trace value targets v_s, (T, B)."""
+    pg_advantages: torch.Tensor
+    """rho_s * (r_s + gamma * v_{s+1} - V(x_s)), (T, B)."""
+
+
+@torch.no_grad()
+def vtrace(
+    behaviour_logp: torch.Tensor,
+    target_logp: torch.Tensor,
+    rewards: torch.Tensor,
+    discounts: torch.Tensor,
+    continues: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    rho_clip: float = 1.0,
+    c_clip: float = 1.0,
+    pg_rho_clip: float = 1.0,
+) -> VTraceReturns:
+    """V-trace targets and policy-gradient advantages.
+
+    v_s = V(x_s) + sum_t (prod_{i<t} gamma_i c_i) delta_t, with
+    delta_t = rho_t (r_t + gamma_t V(x_{t+1}) - V(x_t)), rho_t = min(rho_clip, pi/mu),
+    c_t = min(c_clip, pi/mu); computed backwards as
+    v_s - V(x_s) = delta_s + gamma_s c_s (v_{s+1} - V(x_{s+1})).
+    On-policy (pi = mu, clips >= 1) v_s is the n-step bootstrapped return.
+    """
+    rhos = torch.exp(target_logp - behaviour_logp)
+    clipped_rhos = torch.clamp(rhos, max=rho_clip)
+    cs = torch.clamp(rhos, max=c_clip)
+    deltas = clipped_rhos * (rewards + discounts * next_values - values)
+
+    vs_minus_values = torch.zeros_like(values)
+    carry = torch.zeros_like(values[0])
+    for t in reversed(range(values.shape[0])):
+        carry = deltas[t] + discounts[t] * continues[t] * cs[t] * carry
+        vs_minus_values[t] = carry
+    vs = values + vs_minus_values
+
+    # v_{s+1}: the next step's target inside an episode, else the bootstrap value
+    vs_next = next_values.clone()
+    inside = continues[:-1] > 0
+    vs_next[:-1] = torch.where(inside, vs[1:], next_values[:-1])
+    pg_advantages = torch.clamp(rhos, max=pg_rho_clip) * (rewards + discounts * vs_next - values)
+    return VTraceReturns(vs=vs, pg_advantages=pg_advantages)

@@ -1,0 +1,81 @@
+"""Learning curves without W&B: training and evaluation returns against env steps, several
+runs overlaid, as a PNG.
+
+Reads each run's `metrics.jsonl` (training episode returns, `worker/episode_return`) and
+`eval.jsonl` (evaluation means, with min-max bands). Uses matplotlib's non-interactive Agg
+backend, so it works on a headless machine.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from rayrl.errors import UserError
+from rayrl.rundir import RunDirectory
+
+
+@dataclass
+class Curves:
+    """A run's learning curves."""
+
+    label: str
+    train_steps: list[int]
+    train_returns: list[float]
+    eval_steps: list[int]
+    eval_means: list[float]
+    eval_mins: list[float]
+    eval_maxs: list[float]
+
+
+def _rows(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def read_curves(run_dir: str | Path) -> Curves:
+    run = RunDirectory.open(run_dir)
+    train = [r for r in _rows(run.metrics_path) if "worker/episode_return" in r]
+    evals = _rows(run.eval_path)
+    if not train and not evals:
+        raise UserError(f"run '{run.root}' has no training or evaluation returns recorded yet")
+    return Curves(
+        label=run.root.name,
+        train_steps=[r["env_steps"] for r in train],
+        train_returns=[r["worker/episode_return"] for r in train],
+        eval_steps=[r["env_steps"] for r in evals],
+        eval_means=[r["eval/return_mean"] for r in evals],
+        eval_mins=[r["eval/return_min"] for r in evals],
+        eval_maxs=[r["eval/return_max"] for r in evals],
+    )
+
+
+def plot_runs(run_dirs: list[str | Path], output: str | Path) -> Path:
+    """Write a PNG of the runs' training and evaluation returns against env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = [read_curves(run) for run in run_dirs]
+    figure, (train_ax, eval_ax) = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
+    for index, run in enumerate(curves):
+        color = f"C{index % 10}"
+        train_ax.plot(run.train_steps, run.train_returns, color=color, label=run.label)
+        eval_ax.plot(run.eval_steps, run.eval_means, color=color, marker="o", label=run.label)
+        eval_ax.fill_between(run.eval_steps, run.eval_mins, run.eval_maxs, color=color, alpha=0.2)
+    train_ax.set_title("training episode return (mean per log interval)")
+    eval_ax.set_title("evaluation return (mean, min-max)")
+    for ax in (train_ax, eval_ax):
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("return")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    figure.tight_layout()
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(output, dpi=100)
+    plt.close(figure)
+    return output

@@ -1,0 +1,127 @@
+"""What can be checked of `cluster/` and the Dockerfile without a cloud, a Kubernetes
+cluster or a Docker engine: the launcher config against the autoscaler schema inside the
+`ray` package, the KubeRay manifest against the Dockerfile and the CLI, the image against
+the versions rayrl is tested with, and the job runtime env against Ray's own validation."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import ray
+import yaml
+from click.testing import CliRunner
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+from ray.autoscaler._private.util import prepare_config, validate_config
+from ray.runtime_env import RuntimeEnv
+
+from rayrl.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = metadata.metadata("rayrl")  # pyproject.toml's [project], as installed
+VERSION = PACKAGE["Version"]
+SCRIPTS = {entry.name for entry in metadata.entry_points(group="console_scripts")}
+
+
+def dockerfile_args() -> dict[str, str]:
+    text = (REPO / "Dockerfile").read_text()
+    return dict(re.findall(r"^ARG (\w+)=(\S+)$", text, flags=re.MULTILINE))
+
+
+def ray_requirement() -> SpecifierSet:
+    for requirement in PACKAGE.get_all("Requires-Dist"):
+        match = re.match(r"ray\[default\]\s*([^;]*)", requirement)
+        if match:
+            return SpecifierSet(match.group(1).strip())
+    raise AssertionError("pyproject.toml does not require ray[default]")
+
+
+def test_image_is_rays_official_image_at_the_tested_versions():
+    args = dockerfile_args()
+    text = (REPO / "Dockerfile").read_text()
+    assert "FROM rayproject/ray:${RAY_VERSION}-${PYTHON_TAG}-${VARIANT}" in text
+    assert args["RAY_VERSION"] == ray.__version__  # the Ray the suite runs against
+    assert Version(args["RAY_VERSION"]) in ray_requirement()
+    assert args["PYTHON_TAG"] == f"py{sys.version_info.major}{sys.version_info.minor}"
+    python = Version(f"{sys.version_info.major}.{sys.version_info.minor}")
+    assert python in SpecifierSet(PACKAGE["Requires-Python"])
+    assert args["VARIANT"] == "cpu"
+
+
+def test_image_installs_rayrl_with_the_readme_command():
+    readme = (REPO / "README.md").read_text()
+    quick_start = re.findall(r"```bash\n(.*?)\n```", readme, flags=re.DOTALL)[0]
+    install = quick_start.split("&&")[0].strip()
+    assert install == "pip install ."
+    assert f"RUN {install}" in (REPO / "Dockerfile").read_text().splitlines()
+    ignored = (REPO / ".dockerignore").read_text().splitlines()
+    # everything but what the install needs stays out of the build context
+    assert {"*", "!pyproject.toml", "!README.md", "!rayrl/"} <= set(ignored)
+
+
+def test_launcher_config_passes_the_autoscaler_schema():
+    config = yaml.safe_load((REPO / "cluster" / "cluster.yaml").read_text())
+    validate_config(prepare_config(config))
+    broken = {**config, "max_worker": 3}  # a typo the schema must catch
+    with pytest.raises(Exception, match="max_worker"):
+        validate_config(prepare_config(broken))
+
+
+def test_launcher_config_places_the_learner_on_the_gpu_node_type_only():
+    config = yaml.safe_load((REPO / "cluster" / "cluster.yaml").read_text())
+    nodes = config["available_node_types"]
+    assert "GPU" not in nodes[config["head_node_type"]]["resources"]
+    image = config["docker"]["image"]
+    assert nodes["gpu_workers"]["docker"]["worker_image"] == f"{image}-gpu"
+    assert config["docker"]["image"].endswith(f":{VERSION}")
+    assert "--dashboard-host=127.0.0.1" in " ".join(config["head_start_ray_commands"])
+    assert "--env RAY_AUTH_MODE=token" in config["docker"]["run_options"]
+
+
+def ray_containers(manifest: dict) -> list[tuple[str, dict]]:
+    cluster = manifest["spec"]["rayClusterSpec"]
+    groups = [("head", cluster["headGroupSpec"])]
+    groups += [(group["groupName"], group) for group in cluster["workerGroupSpecs"]]
+    return [
+        (name, container)
+        for name, group in groups
+        for container in group["template"]["spec"]["containers"]
+    ]
+
+
+def test_kuberay_manifest_agrees_with_the_dockerfile_and_the_cli():
+    manifest = yaml.safe_load((REPO / "cluster" / "rayjob.yaml").read_text())
+    assert manifest["kind"] == "RayJob"
+    assert manifest["spec"]["rayClusterSpec"]["rayVersion"] == dockerfile_args()["RAY_VERSION"]
+    for name, container in ray_containers(manifest):
+        gpus = container["resources"]["limits"].get("nvidia.com/gpu")
+        suffix = "-gpu" if gpus else ""
+        assert container["image"].endswith(f"/rayrl:{VERSION}{suffix}"), name
+        env = {item["name"]: item for item in container["env"]}
+        assert env["RAY_AUTH_MODE"]["value"] == "token", name
+        assert "secretKeyRef" in env["RAY_AUTH_TOKEN"]["valueFrom"], name
+    assert any(container["resources"]["limits"].get("nvidia.com/gpu") for _, container in
+               ray_containers(manifest))  # fmt: skip
+
+    command = shlex.split(manifest["spec"]["entrypoint"])
+    assert command[0] in SCRIPTS
+    assert command[1] == "train"
+    # the same options resolve to a valid config through the real CLI
+    resolved = CliRunner().invoke(main, ["show-config", *command[2:]])
+    assert resolved.exit_code == 0, resolved.output
+    config = yaml.safe_load(resolved.output)
+    assert config["learner"]["num_gpus"] == 1
+    assert config["run"]["runs_dir"] == "/runs"
+
+
+def test_job_runtime_env_is_valid_and_leaves_non_code_behind():
+    runtime_env = yaml.safe_load((REPO / "cluster" / "runtime_env.yaml").read_text())
+    RuntimeEnv(**runtime_env)  # Ray's own validation
+    excludes = set(runtime_env["excludes"])
+    assert {".git", "runs/", "wandb/", ".venv/", "venv/"} <= excludes
+    assert "WANDB_API_KEY" not in runtime_env.get("env_vars", {})

@@ -1,0 +1,107 @@
+"""IMPALA end to end: learning with the Ray runtime, two all-reduced learners, the
+`DistributedAgent` API (with torch.compile and a warm start), and both runtimes' smoke runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rayrl
+from rayrl.checkpoint import load_policy
+from rayrl.rundir import RunDirectory
+
+
+def quiet(tmp_path):
+    return ["logging.console=false", f"run.runs_dir={tmp_path}"]
+
+
+@pytest.mark.timeout(300)
+def test_impala_cartpole_reaches_the_threshold_with_ray(ray_cluster, tmp_path):
+    result = rayrl.train("cartpole_impala", overrides=[*quiet(tmp_path), "run.seed=0"])
+    assert result.stop_reason == "target_return reached"
+    assert result.final_eval.mean >= 475
+    assert len(result.final_eval.returns) == 10
+    assert "stale unrolls dropped" in result.summary
+
+
+@pytest.mark.timeout(300)
+def test_two_learners_keep_identical_parameters_and_learn(ray_cluster, tmp_path):
+    result = rayrl.train(
+        "cartpole_impala",
+        overrides=[*quiet(tmp_path), "run.seed=0", "algorithm.num_learners=2"],
+    )
+    assert len(result.learner_digests) == 2
+    assert len(set(result.learner_digests)) == 1
+    assert result.final_eval.mean >= 475
+
+
+@pytest.mark.timeout(300)
+def test_distributed_agent_trains_evaluates_saves_and_warm_starts(ray_cluster, tmp_path):
+    options = {
+        "num_steps": 16,
+        "num_actors": 1,
+        "num_storages": 16,
+        "batch_size": 4,
+        "run.runs_dir": str(tmp_path),
+        "logging.console": False,
+        "run.target_return": None,
+    }
+    agent = rayrl.DistributedAgent("CartPole-v1", tag="api", **options)
+    result = agent.train(
+        num_train_steps=2048,
+        eval_interval=1024,
+        save_interval=1024,
+        num_eval_episodes=2,
+        th_compile=True,
+    )
+    assert [e["env_steps"] for e in result.evaluations][:2] == [1024, 2048]
+    run = RunDirectory(result.run_dir)
+    assert run.root.name.startswith("api-")
+    assert len(run.periodic_checkpoints()) >= 2
+    out = agent.eval(num_eval_episodes=3)
+    assert len(out["episode_rewards"]) == len(out["episode_lengths"]) == 3
+
+    # a warm start: with a negligible learning rate the network stays the checkpoint's
+    trained = load_policy(run.best_checkpoint)  # what a run directory warm-starts from
+    follower = rayrl.DistributedAgent("CartPole-v1", tag="warm", lr=1e-12, **options)
+    warm = follower.train(num_train_steps=256, init_model_path=str(run.root), eval_interval=10**6)
+    started = load_policy(RunDirectory(warm.run_dir).latest_checkpoint)
+    for key, value in trained.weights.items():
+        np.testing.assert_allclose(started.weights[key], value, atol=1e-6)
+
+
+def test_distributed_agent_rejects_unknown_keywords():
+    with pytest.raises(rayrl.UserError, match=r"unknown keyword argument 'batchsize'.*batch_size"):
+        rayrl.DistributedAgent("CartPole-v1", batchsize=4)
+
+
+def test_eval_before_train_is_a_clear_error():
+    with pytest.raises(rayrl.UserError, match="call train"):
+        rayrl.DistributedAgent("CartPole-v1").eval(2)
+
+
+def test_impala_local_runtime_smoke(tiny):
+    result = rayrl.train(
+        "cartpole_impala",
+        overrides=[*tiny, "run.runtime=local", "algorithm.num_steps=16", "learner.batch_size=4"],
+    )
+    assert result.counters.updates > 0
+    assert np.isfinite(result.final_eval.mean)
+
+
+@pytest.mark.timeout(300)
+def test_pong_impala_end_to_end_on_cpu(tmp_path):
+    result = rayrl.train(
+        "pong_impala",
+        overrides=[
+            *quiet(tmp_path),
+            "run.runtime=local",
+            "run.total_env_steps=2560",
+            "run.eval_episodes=1",
+            "learner.batch_size=4",
+            "workers.num_workers=1",
+        ],
+    )
+    assert result.counters.updates > 0
+    evaluation = rayrl.evaluate(result.run_dir, episodes=1, which="latest")
+    assert -21 <= evaluation.returns[0] <= 21

@@ -1,0 +1,177 @@
+"""`cluster/README.md` followed to the letter against a real Ray head: `ray start --head`
+on 127.0.0.1, the token from `ray get-auth-token`, `ray job submit` with the working dir
+and `cluster/runtime_env.yaml`, then `ray job status` and `ray job logs`.
+
+The head is a second Ray on this machine, beside the suite's test cluster: its own ports and
+temp dir, started with `--block` so that stopping that one process stops exactly the Ray it
+started (`ray stop` would stop every Ray here).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RAY_PORT_OPTIONS = (
+    "--port",
+    "--dashboard-port",
+    "--ray-client-server-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--runtime-env-agent-port",
+    "--metrics-export-port",
+    "--node-manager-port",
+    "--object-manager-port",
+)
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def cli_env() -> dict[str, str]:
+    """This Python's `ray` and `python` first on PATH (as in an activated virtualenv), and
+    nothing that points at the suite's own Ray."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if text.encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:  # exited meanwhile
+            pass
+    return found
+
+
+def wait_until_gone(text: str, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while processes_mentioning(text):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def run(args: list[str], env: dict[str, str], timeout: float = 120) -> str:
+    done = subprocess.run(
+        args, env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    """A real `ray start --head` bound to 127.0.0.1 on free ports; yields the Jobs API
+    address and the CLI environment with the token, as cluster/README.md sets it up."""
+    env = cli_env()
+    # cluster/README.md: a token first (made once, kept in ~/.ray/auth_token), then a head
+    # that requires it
+    run(["ray", "get-auth-token", "--generate"], env)
+    env["RAY_AUTH_MODE"] = "token"
+    ports = dict(zip(RAY_PORT_OPTIONS, free_ports(len(RAY_PORT_OPTIONS)), strict=True))
+    temp_dir = tempfile.mkdtemp(prefix="rayrl-job-", dir="/tmp")  # short: socket paths
+    command = ["ray", "start", "--head", "--block", "--node-ip-address=127.0.0.1"]
+    command += ["--dashboard-host=127.0.0.1", "--include-dashboard=true"]
+    command += [f"{option}={port}" for option, port in ports.items()]
+    # the default preset asks for 3 CPUs (2 workers and the learner)
+    command += ["--num-cpus=4", f"--object-store-memory={300 * 2**20}"]
+    command += [f"--temp-dir={temp_dir}", "--disable-usage-stats"]
+    log = open(Path(temp_dir) / "ray-start.log", "w")  # noqa: SIM115 -- closed below
+    head = subprocess.Popen(
+        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    address = f"http://127.0.0.1:{ports['--dashboard-port']}"
+    try:
+        # and the client side, as a user exports it
+        env["RAY_AUTH_TOKEN"] = run(["ray", "get-auth-token"], env).strip()
+        env["RAY_API_SERVER_ADDRESS"] = address
+        deadline = time.monotonic() + 90
+        while True:
+            assert head.poll() is None, (Path(temp_dir) / "ray-start.log").read_text()
+            listed = subprocess.run(
+                ["ray", "job", "list"], env=env, capture_output=True, text=True, check=False
+            )
+            if listed.returncode == 0:
+                break
+            assert time.monotonic() < deadline, f"Jobs API never came up: {listed.stderr}"
+            time.sleep(1)
+        yield env
+    finally:
+        head.send_signal(signal.SIGTERM)  # --block: the head stops the processes it started
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        log.close()
+        assert wait_until_gone(temp_dir), "processes of the test's Ray head outlived it"
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def wait_for_job(job_id: str, env: dict[str, str], timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = run(["ray", "job", "status", job_id], env).upper()
+        for terminal in ("SUCCEEDED", "FAILED", "STOPPED"):
+            if terminal in status:
+                return terminal
+        time.sleep(2)
+    logs = run(["ray", "job", "logs", job_id], env)
+    raise AssertionError(f"job {job_id} did not finish in {timeout_s} s:\n{status}\n{logs}")
+
+
+@pytest.mark.timeout(300)
+def test_submitted_training_job_runs_to_its_final_evaluation(ray_head, tmp_path):
+    job_id = f"rayrl-test-{uuid.uuid4().hex[:8]}"
+    run(
+        [
+            "ray", "job", "submit",
+            "--working-dir", ".",
+            "--runtime-env", "cluster/runtime_env.yaml",
+            "--submission-id", job_id,
+            "--no-wait",
+            "--",
+            "python", "-m", "rayrl", "train",
+            "--set", "logging.console=false",
+            "--set", f"run.runs_dir={tmp_path}",
+            "--set", "run.name=job",
+            "--set", "run.total_env_steps=2048",
+            "--set", "run.target_return=null",
+            "--set", "run.eval_episodes=2",
+            "--set", "replay.min_size=256",
+            "--set", "workers.envs_per_worker=4",
+            "--set", "workers.steps_per_chunk=16",
+        ],
+        ray_head,
+    )  # fmt: skip
+    status = wait_for_job(job_id, ray_head, timeout_s=240)
+    logs = run(["ray", "job", "logs", job_id], ray_head)
+    assert status == "SUCCEEDED", logs
+    assert "stopped: total_env_steps reached" in logs
+    assert "final evaluation: mean return" in logs
+    # the run went where it was told to, with its checkpoint and metrics
+    assert (tmp_path / "job" / "checkpoints" / "latest.pt").is_file()
+    assert (tmp_path / "job" / "metrics.jsonl").is_file()

@@ -1,0 +1,163 @@
+"""IMPALA pieces: unroll processing, the trajectory queue, the policy and the update."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rayrl.algorithms.impala import ImpalaLearner, make_policy
+from rayrl.config import load_config, with_overrides
+from rayrl.core import StepBatch, Unrolls
+from rayrl.envs import env_spec
+from rayrl.errors import ConfigError
+from rayrl.processing import UnrollProcessor
+from rayrl.trajectory_queue import TrajectoryQueue
+
+
+def step(t: int, num_envs: int = 2, truncate_env: int | None = None) -> StepBatch:
+    obs = np.full((num_envs, 1), t, dtype=np.float32)
+    truncated = np.zeros(num_envs, dtype=bool)
+    if truncate_env is not None:
+        truncated[truncate_env] = True
+    next_obs = obs + 0.5  # the true successor; distinguishable from the next step's obs
+    return StepBatch(
+        obs=obs,
+        actions=np.full(num_envs, t % 2),
+        rewards=np.ones(num_envs, dtype=np.float32),
+        terminated=np.zeros(num_envs, dtype=bool),
+        truncated=truncated,
+        next_obs=next_obs,
+        env_reset=truncated,
+        extras={"logp": np.full(num_envs, -0.5, dtype=np.float32)},
+    )
+
+
+def test_unroll_processor_keeps_bootstrap_and_final_observations():
+    processor = UnrollProcessor(num_envs=2, num_steps=3)
+    for t in range(3):
+        processor.process(step(t, truncate_env=1 if t == 1 else None), policy_version=7 + t)
+    unrolls = processor.flush()
+    assert unrolls.obs.shape == (2, 4, 1)
+    assert unrolls.obs[0, :, 0].tolist() == [0, 1, 2, 2.5]  # last: the last step's successor
+    assert unrolls.final_index.tolist() == [[1, 1]]
+    assert unrolls.final_obs[:, 0].tolist() == [1.5]
+    assert unrolls.truncated[1].tolist() == [False, True, False]
+    assert unrolls.policy_versions.tolist() == [7, 7]
+    assert unrolls.behaviour_logp.shape == (2, 3)
+
+
+def test_unroll_processor_needs_log_probs():
+    processor = UnrollProcessor(num_envs=2, num_steps=1)
+    bare = step(0)
+    bare.extras = {}
+    with pytest.raises(ValueError, match="log-probabilities"):
+        processor.process(bare, 0)
+
+
+def unrolls(version: int, num_envs: int = 2) -> Unrolls:
+    processor = UnrollProcessor(num_envs=num_envs, num_steps=2)
+    processor.process(step(0, num_envs, truncate_env=0), version)
+    processor.process(step(1, num_envs), version)
+    return processor.flush()
+
+
+def test_split_and_concatenate_keep_final_observations_with_their_unroll():
+    chunk = unrolls(0, num_envs=3)
+    parts = chunk.split()
+    assert [len(p) for p in parts] == [1, 1, 1]
+    assert parts[0].final_index.tolist() == [[0, 0]]
+    assert len(parts[1].final_obs) == 0
+    batch = Unrolls.concatenate([parts[1], parts[0], parts[2]])
+    assert batch.final_index.tolist() == [[1, 0]]
+    np.testing.assert_array_equal(batch.obs[1], chunk.obs[0])
+
+
+def test_queue_is_bounded_fifo_and_drops_stale_unrolls():
+    queue = TrajectoryQueue(num_storages=4, max_policy_lag=5, items_per_chunk=2)
+    assert queue.can_insert(2)
+    queue.add(unrolls(version=0))
+    queue.add(unrolls(version=10))
+    assert not queue.can_insert(1)  # full: the Ray service makes workers wait
+    assert queue.can_sample(2, 1, learner_version=12)  # the version-0 unrolls are stale
+    stats = queue.stats()
+    assert (stats.size, stats.dropped) == (2, 2)
+    (batch,) = queue.sample(2, 1, learner_version=12)
+    assert batch.policy_versions.tolist() == [10, 10]
+    assert queue.stats().sampled == 2
+    assert not queue.can_sample(1, 1, learner_version=12)
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    config = load_config("cartpole_impala", ["algorithm.hidden_sizes=[16]", "learner.lr=0.01"])
+    return config, env_spec(config.env)
+
+
+def test_policy_samples_when_exploring_and_takes_the_mode_otherwise(cartpole):
+    config, spec = cartpole
+    policy = make_policy(config, spec, 0)
+    obs = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32)
+    greedy = policy.act(obs, explore=False)
+    again = policy.act(obs, explore=False)
+    np.testing.assert_array_equal(greedy.actions, again.actions)
+    sampled = policy.act(obs, explore=True)
+    assert not np.array_equal(sampled.actions, greedy.actions)
+    assert sampled.extras["logp"].shape == (256,)
+    assert np.all(sampled.extras["logp"] <= 0)
+
+
+def test_update_learns_to_prefer_rewarded_actions(cartpole):
+    """One state, one-step episodes: the baseline learns the mean reward, so the action that
+    pays gets a positive advantage and the policy moves to it."""
+    config, spec = cartpole
+    learner = ImpalaLearner(config, spec)
+    rng = np.random.default_rng(0)
+    obs = np.broadcast_to(rng.normal(size=4).astype(np.float32), (16, 9, 4)).copy()
+    actions = rng.integers(0, 2, size=(16, 8))
+    batch = Unrolls(
+        obs=obs,
+        actions=actions,
+        rewards=(actions == 1).astype(np.float32),  # action 1 pays
+        terminated=np.ones((16, 8), dtype=bool),
+        truncated=np.zeros((16, 8), dtype=bool),
+        behaviour_logp=np.full((16, 8), np.log(0.5), dtype=np.float32),
+        final_obs=np.zeros((0, 4), dtype=np.float32),
+        final_index=np.zeros((0, 2), dtype=np.int64),
+        policy_versions=np.zeros(16, dtype=np.int64),
+    )
+    for _ in range(100):
+        result = learner.update(batch)
+    assert {"learner/pg_loss", "learner/baseline_loss", "learner/entropy"} <= set(result.metrics)
+    with torch.no_grad():
+        logits, value = learner.network(torch.from_numpy(obs[:1, 0]))
+    assert torch.softmax(logits, 1)[0, 1] > 0.9
+    # V-trace values the *target* policy, which now takes the paying action (about 1), not
+    # the uniform behaviour policy that produced the batch (about 0.58)
+    assert value.item() > 0.85
+    assert float(batch.rewards.mean()) < 0.6
+    assert learner.updates == 100
+
+
+def test_gaussian_head_for_box_actions():
+    config = load_config("cartpole_impala", ["env.id=Pendulum-v1", "algorithm.hidden_sizes=[16]"])
+    spec = env_spec(config.env)
+    policy = make_policy(config, spec, 0)
+    out = policy.act(np.zeros((5, 3), dtype=np.float32), explore=True)
+    assert out.actions.shape == (5, 1)
+    assert out.extras["logp"].shape == (5,)
+
+
+def test_queue_too_small_for_the_learners_is_rejected():
+    with pytest.raises(ConfigError, match=r"algorithm\.num_storages=8 cannot hold"):
+        load_config(
+            "cartpole_impala",
+            ["algorithm.num_storages=8", "learner.batch_size=8", "algorithm.num_learners=2"],
+        )
+
+
+def test_several_learners_need_the_ray_runtime():
+    with pytest.raises(ConfigError, match="needs the Ray runtime"):
+        with_overrides(
+            load_config("cartpole_impala"), ["algorithm.num_learners=2", "run.runtime=local"]
+        )
