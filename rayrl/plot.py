@@ -2,8 +2,8 @@
 runs overlaid, as a PNG.
 
 Reads each run's `metrics.jsonl` (training episode returns, `worker/episode_return`) and
-`eval.jsonl` (evaluation means, with min-max bands). Uses matplotlib's non-interactive Agg
-backend, so it works on a headless machine.
+`eval.jsonl` (evaluation means, with min-max bands). Draws on a bare matplotlib `Figure`
+(no pyplot state, no GUI backend), so it works on a headless machine and in notebooks.
 """
 
 from __future__ import annotations
@@ -11,9 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rayrl.errors import UserError
 from rayrl.rundir import RunDirectory
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass
@@ -52,15 +56,14 @@ def read_curves(run_dir: str | Path) -> Curves:
     )
 
 
-def plot_runs(run_dirs: list[str | Path], output: str | Path) -> Path:
-    """Write a PNG of the runs' training and evaluation returns against env steps."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def draw_runs(run_dirs: list[str | Path]) -> Figure:
+    """A figure of the runs' training (left) and evaluation (right) returns against env
+    steps, one color per run."""
+    from matplotlib.figure import Figure
 
     curves = [read_curves(run) for run in run_dirs]
-    figure, (train_ax, eval_ax) = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
+    figure = Figure(figsize=(12, 4.5))
+    train_ax, eval_ax = figure.subplots(1, 2, sharex=True)
     for index, run in enumerate(curves):
         color = f"C{index % 10}"
         train_ax.plot(run.train_steps, run.train_returns, color=color, label=run.label)
@@ -74,8 +77,12 @@ def plot_runs(run_dirs: list[str | Path], output: str | Path) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     figure.tight_layout()
+    return figure
+
+
+def plot_runs(run_dirs: list[str | Path], output: str | Path) -> Path:
+    """Write a PNG of the runs' training and evaluation returns against env steps."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(output, dpi=100)
-    plt.close(figure)
+    draw_runs(run_dirs).savefig(output, dpi=100)
     return output

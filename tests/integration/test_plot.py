@@ -8,7 +8,7 @@ import matplotlib.image
 from click.testing import CliRunner
 
 from rayrl.cli import main
-from rayrl.plot import read_curves
+from rayrl.plot import draw_runs, read_curves
 
 
 def fake_run(root, name, evals, train):
@@ -52,6 +52,20 @@ def test_plot_writes_a_png_of_several_runs(tmp_path, tiny):
     image = matplotlib.image.imread(output)
     assert image.shape[0] > 300
     assert image.shape[1] > 800
+
+    # the drawn curves are the files' numbers, read here independently
+    train_ax, eval_ax = draw_runs([real.run_dir, other]).axes
+    rows = [json.loads(line) for line in (real.run_dir / "metrics.jsonl").read_text().splitlines()]
+    returns = [
+        (r["env_steps"], r["worker/episode_return"]) for r in rows if "worker/episode_return" in r
+    ]
+    evals = [json.loads(line) for line in (real.run_dir / "eval.jsonl").read_text().splitlines()]
+    real_train, other_train = train_ax.get_lines()
+    assert list(zip(*real_train.get_data(), strict=True)) == returns
+    assert list(other_train.get_ydata()) == [20.0]
+    real_eval = eval_ax.get_lines()[0]
+    assert list(real_eval.get_xdata()) == [e["env_steps"] for e in evals]
+    assert list(real_eval.get_ydata()) == [e["eval/return_mean"] for e in evals]
 
 
 def test_plot_of_an_empty_run_is_a_clear_error(tmp_path):

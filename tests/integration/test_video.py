@@ -1,0 +1,27 @@
+"""Evaluation videos from real envs: the recording env must feed the policy the observations
+it was trained on (for Atari, gymnasium's wrappers in place of ale-py's C++ preprocessing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rayrl.algorithms import ALGORITHMS
+from rayrl.config import load_config, with_overrides
+from rayrl.envs import env_spec
+from rayrl.video import record_episode
+
+
+@pytest.mark.parametrize(
+    ("preset", "overrides"),
+    [
+        ("cartpole_dqn", []),
+        ("pong_dqn", ["env.max_episode_steps=50"]),  # a short, truncated game
+        ("cartpole_impala", []),
+    ],
+)
+def test_recorded_episode_is_an_mp4_played_by_the_trained_policy_shape(preset, overrides):
+    config = with_overrides(load_config(preset), overrides)
+    policy = ALGORITHMS[config.algorithm.name].make_policy(config, env_spec(config.env), None)
+    video = record_episode(config.env, policy, seed=0)
+    assert video[4:8] == b"ftyp"  # an MP4 container
+    assert len(video) > 1000
