@@ -24,7 +24,14 @@ from pathlib import Path
 
 from common import machine, rss_bytes
 
-ROLES = ("RolloutWorker", "LearnerService", "ReplayService", "Evaluator", "raylet", "gcs_server")
+ROLES = (
+    "RolloutWorker",
+    "LearnerService",
+    "ExperienceService",
+    "Evaluator",
+    "raylet",
+    "gcs_server",
+)
 
 
 def run_processes(ray_tmp: Path, driver: int) -> dict[str, list[int]]:

@@ -1,6 +1,6 @@
 """Replay actor throughput with Atari frames, against what a learner consumes.
 
-A real replay actor (`ReplayService` as the Ray runtime creates it, rate limit off) fed
+A real replay actor (`ExperienceService` as the Ray runtime creates it, rate limit off) fed
 with chunks shaped like the pong_dqn preset's workers' (8 envs x 128 steps, n-step 3, stack
 4): transitions inserted per second (chunks put into the object store, then added by
 reference, as workers' chunks are); batches sampled per second for batch 32 and 256, asked
@@ -33,11 +33,11 @@ def measure_inserts(replay, chunks) -> float:
 
 
 def measure_samples(replay, batch_size: int, per_request: int) -> float:
-    pending: deque = deque(replay.sample.remote(batch_size, per_request) for _ in range(2))
+    pending: deque = deque(replay.sample.remote(batch_size, per_request, 0) for _ in range(2))
     batches, start = 0, time.perf_counter()
     while time.perf_counter() - start < SECONDS:
         batches += len(ray.get(pending.popleft()))
-        pending.append(replay.sample.remote(batch_size, per_request))
+        pending.append(replay.sample.remote(batch_size, per_request, 0))
     return batches / (time.perf_counter() - start)
 
 
@@ -84,7 +84,7 @@ def main() -> None:
     results: dict[str, list[float]] = {"inserts": [], "b32": [], "b256": []}
     learner: dict[int, list[float]] = {32: [], 256: []}
     for _ in range(args.repeats):
-        replay = factory.replay(None)
+        replay = factory.experience(None)
         results["inserts"].append(measure_inserts(replay, chunks))
         results["b32"].append(measure_samples(replay, 32, per_request))
         results["b256"].append(measure_samples(replay, 256, per_request))

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.processes import ray_processes, wait_gone
+
 
 @pytest.fixture
 def ray_tmp():
@@ -30,21 +32,6 @@ def ray_tmp():
         os.kill(pid, signal.SIGKILL)
     shutil.rmtree(path, ignore_errors=True)
     assert not leftover, f"Ray processes left behind: {leftover}"
-
-
-def ray_processes(ray_tmp: Path) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            environ = (entry / "environ").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if str(ray_tmp) in cmdline or f"RAY_TMPDIR={ray_tmp}" in environ:
-            found.append(int(entry.name))
-    return found
 
 
 def start_train(cwd: Path, ray_tmp: Path, *args: str) -> subprocess.Popen:
@@ -69,13 +56,6 @@ def wait_for(condition, timeout_s: float, proc: subprocess.Popen) -> None:
             proc.kill()
             pytest.fail(f"timed out:\n{proc.stdout.read()}")
         time.sleep(0.5)
-
-
-def wait_gone(ray_tmp: Path, timeout_s: float = 30.0) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    while (left := ray_processes(ray_tmp)) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    return left
 
 
 def only_run(runs: Path) -> Path:

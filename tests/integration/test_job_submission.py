@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import wait_gone
+
 REPO = Path(__file__).resolve().parents[2]
 RAY_PORT_OPTIONS = (
     "--port",
@@ -52,26 +54,6 @@ def cli_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
-
-
-def processes_mentioning(text: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if text.encode() in (proc / "cmdline").read_bytes():
-                found.append(int(proc.name))
-        except OSError:  # exited meanwhile
-            pass
-    return found
-
-
-def wait_until_gone(text: str, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while processes_mentioning(text):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.5)
-    return True
 
 
 def run(args: list[str], env: dict[str, str], timeout: float = 120) -> str:
@@ -127,7 +109,7 @@ def ray_head():
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
         log.close()
-        assert wait_until_gone(temp_dir), "processes of the test's Ray head outlived it"
+        assert wait_gone(temp_dir) == [], "processes of the test's Ray head outlived it"
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
