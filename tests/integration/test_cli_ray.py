@@ -34,6 +34,10 @@ def ray_tmp():
     assert not leftover, f"Ray processes left behind: {leftover}"
 
 
+UNTIL_STOPPED = ("--set", "run.target_return=null", "--set", "logging.console=false")
+"""A quiet run that goes on until the test stops it."""
+
+
 def start_train(cwd: Path, ray_tmp: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
@@ -89,16 +93,7 @@ def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_pa
     ids=["ctrl-c", "sigterm"],
 )
 def test_interrupt_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp, signum, to_group):
-    proc = start_train(
-        tmp_path,
-        ray_tmp,
-        "--set",
-        "run.target_return=null",
-        "--set",
-        "logging.console=false",
-        "--set",
-        "logging.log_interval_s=0.5",
-    )
+    proc = start_train(tmp_path, ray_tmp, *UNTIL_STOPPED, "--set", "logging.log_interval_s=0.5")
     metrics = tmp_path / "runs"
 
     def learning():
@@ -122,14 +117,7 @@ def test_interrupt_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp, signu
 @pytest.mark.timeout(420)
 def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
     proc = start_train(
-        tmp_path,
-        ray_tmp,
-        "--set",
-        "run.target_return=null",
-        "--set",
-        "logging.console=false",
-        "--set",
-        "run.checkpoint_interval_env_steps=2048",
+        tmp_path, ray_tmp, *UNTIL_STOPPED, "--set", "run.checkpoint_interval_env_steps=2048"
     )
     runs = tmp_path / "runs"
     wait_for(lambda: bool(list(runs.glob("*/checkpoints/step_*.pt"))), 180, proc)
