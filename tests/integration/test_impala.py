@@ -87,21 +87,3 @@ def test_impala_local_runtime_smoke(tiny):
     )
     assert result.counters.updates > 0
     assert np.isfinite(result.final_eval.mean)
-
-
-@pytest.mark.timeout(300)
-def test_pong_impala_end_to_end_on_cpu(tmp_path):
-    result = rayrl.train(
-        "pong_impala",
-        overrides=[
-            *quiet(tmp_path),
-            "run.runtime=local",
-            "run.total_env_steps=2560",
-            "run.eval_episodes=1",
-            "learner.batch_size=4",
-            "workers.num_workers=1",
-        ],
-    )
-    assert result.counters.updates > 0
-    evaluation = rayrl.evaluate(result.run_dir, episodes=1, which="latest")
-    assert -21 <= evaluation.returns[0] <= 21

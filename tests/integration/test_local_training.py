@@ -106,22 +106,38 @@ def test_checkpoints_are_loadable_with_weights_only(tiny):
 
 
 @pytest.mark.timeout(600)
-def test_pong_end_to_end_on_cpu(tmp_path):
+@pytest.mark.parametrize(
+    ("preset", "env_steps", "algorithm_overrides"),
+    [
+        (
+            "pong_dqn",
+            5000,  # the foundation issue's `--set run.total_env_steps=5000` run
+            [
+                "replay.capacity=20000",
+                "replay.min_size=2048",
+                "replay.samples_per_insert=0.25",
+                "learner.batch_size=32",
+            ],
+        ),
+        ("pong_impala", 2560, ["learner.batch_size=4", "workers.num_workers=1"]),
+    ],
+    ids=["dqn", "impala"],
+)
+def test_pong_end_to_end_on_cpu(tmp_path, preset, env_steps, algorithm_overrides):
+    """Pong with the Nature CNN on CPU, no learning expected: it runs, updates, checkpoints,
+    and `rayrl.evaluate` loads the checkpoint and plays a whole game."""
     result = rayrl.train(
-        "pong_dqn",
+        preset,
         overrides=[
             "run.runtime=local",
             "logging.console=false",
             f"run.runs_dir={tmp_path}",
-            "run.total_env_steps=5000",
-            "run.eval_episodes=2",
-            "replay.capacity=20000",
-            "replay.min_size=2048",
-            "replay.samples_per_insert=0.25",
-            "learner.batch_size=32",
+            f"run.total_env_steps={env_steps}",
+            "run.eval_episodes=1",
+            *algorithm_overrides,
         ],
     )
-    assert result.counters.env_steps >= 5000
+    assert result.counters.env_steps >= env_steps
     assert result.counters.updates > 0
     evaluation = rayrl.evaluate(result.run_dir, episodes=1, which="latest")
     assert -21 <= evaluation.returns[0] <= 21
