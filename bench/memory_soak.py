@@ -2,7 +2,7 @@
 slow learner, sampled over `--minutes` (default 10).
 
 The run is the real CLI (`rayrl train --config pong_dqn`) in its own process and local Ray;
-the replay ratio is left unlimited (`replay.samples_per_insert=null`) so that the workers
+the replay ratio is left unlimited (`algorithm.replay.samples_per_insert=null`) so that the workers
 run as fast as they can while the CPU learner crawls, the situation in which unbounded
 queues grow. The buffer holds `--capacity` transitions, so it is full after the first
 minutes; from then on every process must stay flat.
@@ -84,11 +84,11 @@ def main() -> None:
             "--set",
             "run.checkpoint_interval_env_steps=1000000000",
             "--set",
-            f"replay.capacity={args.capacity}",
+            f"algorithm.replay.capacity={args.capacity}",
             "--set",
-            "replay.min_size=2048",
+            "algorithm.replay.min_size=2048",
             "--set",
-            "replay.samples_per_insert=null",
+            "algorithm.replay.samples_per_insert=null",
             "--set",
             "learner.batch_size=32",
         ],

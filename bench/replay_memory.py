@@ -15,15 +15,17 @@ import argparse
 import gc
 import statistics
 import time
+from dataclasses import replace
 
 from common import atari_chunks, rss_bytes
 
-from rayrl.config import load_config, with_overrides
-from rayrl.replay import make_buffer
+from rayrl.envs import env_spec
+from rayrl.families.off_policy import OFF_POLICY, make_buffer
+from rayrl.presets import load_config, with_overrides
 
 PRESET = load_config("pong_dqn")
 ENVS = PRESET.workers.envs_per_worker
-STEPS = PRESET.workers.steps_per_chunk
+STEPS = PRESET.algorithm.steps_per_chunk
 N_STEP = PRESET.algorithm.n_step
 STACK = PRESET.env.frame_stack
 FRAME = (84, 84)
@@ -33,9 +35,14 @@ def measure(kind: str, capacity: int, seed: int) -> dict[str, float]:
     gc.collect()
     before = rss_bytes()
     config = with_overrides(
-        PRESET, [f"replay.capacity={capacity}", f"replay.prioritized={kind == 'prioritized'}"]
+        PRESET,
+        [
+            f"algorithm.replay.capacity={capacity}",
+            f"algorithm.replay.prioritized={kind == 'prioritized'}",
+        ],
     )
-    buffer = make_buffer(config, STACK, seed=seed)
+    settings = OFF_POLICY.store_settings(config, env_spec(config.env))
+    buffer = make_buffer(replace(settings, seed=seed))
     chunks = atari_chunks(ENVS, STEPS, N_STEP, STACK, seed)
     start = time.perf_counter()
     while buffer.inserted < capacity + 10 * ENVS * STEPS:  # full, and wrapped around

@@ -45,14 +45,15 @@ def learner_batches_per_s(config, batch_size: int) -> float:
     import torch
 
     from rayrl.algorithms import ALGORITHMS
-    from rayrl.config import with_overrides
     from rayrl.envs import env_spec
-    from rayrl.replay import make_buffer
+    from rayrl.families.off_policy import OFF_POLICY, make_buffer
+    from rayrl.presets import with_overrides
 
     torch.set_num_threads(1)
     config = with_overrides(config, [f"learner.batch_size={batch_size}"])
-    learner = ALGORITHMS["dqn"].make_learner(config, env_spec(config.env))
-    buffer = make_buffer(config, 4)
+    spec = env_spec(config.env)
+    learner = ALGORITHMS["dqn"].make_learner(config.algorithm, spec, config.learner, config.run)
+    buffer = make_buffer(OFF_POLICY.store_settings(config, spec))
     for chunk in itertools.islice(atari_chunks(8, 128, 3, 4), 4):
         buffer.add(chunk)
     batch = buffer.sample(batch_size)
@@ -69,13 +70,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    from rayrl.config import load_config, with_overrides
     from rayrl.envs import env_spec
-    from rayrl.runtime import ActorFactory
+    from rayrl.presets import load_config, with_overrides
+    from rayrl.ray.factory import ActorFactory
 
     config = with_overrides(
         load_config("pong_dqn"),
-        ["replay.capacity=200000", "replay.min_size=2048", "replay.samples_per_insert=null"],
+        [
+            "algorithm.replay.capacity=200000",
+            "algorithm.replay.min_size=2048",
+            "algorithm.replay.samples_per_insert=null",
+        ],
     )
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
     factory = ActorFactory(config, env_spec(config.env), "bench", learner_gpus=0)

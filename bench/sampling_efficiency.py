@@ -36,14 +36,18 @@ def bare_loop(preset: str, seconds: float, inference: bool, queue: mp.Queue) -> 
     import torch
 
     from rayrl.algorithms import ALGORITHMS
-    from rayrl.config import load_config
-    from rayrl.envs import _make_atari, env_spec
+    from rayrl.contract import Acting
+    from rayrl.envs import env_spec
+    from rayrl.envs.atari import ATARI
+    from rayrl.presets import load_config
 
     torch.set_num_threads(1)
     config = load_config(preset)
-    env = _make_atari(config.env, ENVS, num_threads=1)
+    env = ATARI.make_vector_env(config.env, ENVS, num_threads=1)
     obs, _ = env.reset(seed=0)
-    policy = ALGORITHMS[config.algorithm.name].make_policy(config, env_spec(config.env), None)
+    acting = Acting(config.run.seed, 0, ENVS, 1)
+    make_policy = ALGORITHMS[config.algorithm.name].make_policy
+    policy = make_policy(config.algorithm, env_spec(config.env), acting)
     rng = np.random.default_rng(0)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -75,9 +79,9 @@ ALGORITHM_OVERRIDES = {
     # a low replay ratio, so that on a CPU-only machine the learner does not take the
     # workers' cores; every update published
     "pong_dqn": [
-        "replay.capacity=200000",
-        "replay.min_size=2048",
-        "replay.samples_per_insert=0.02",
+        "algorithm.replay.capacity=200000",
+        "algorithm.replay.min_size=2048",
+        "algorithm.replay.samples_per_insert=0.02",
         "learner.batch_size=32",
         "learner.batches_per_request=1",
         "learner.sync_interval=1",

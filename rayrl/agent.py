@@ -20,10 +20,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rayrl.config import Config, EnvConfig, load_config, with_overrides
-from rayrl.envs import is_atari
+from rayrl.config import Config, EnvConfig
+from rayrl.envs.atari import ATARI
 from rayrl.errors import UserError, did_you_mean
-from rayrl.session import TrainResult
+from rayrl.presets import load_config, with_overrides
+from rayrl.run_policy import TrainResult
 
 KEYWORDS = {
     "batch_size": "learner.batch_size",
@@ -80,7 +81,7 @@ class DistributedAgent:
             base = env
         else:
             env_id = env.id if isinstance(env, EnvConfig) else env
-            base = load_config("pong_impala" if is_atari(env_id) else "cartpole_impala")
+            base = load_config("pong_impala" if ATARI.owns(env_id) else "cartpole_impala")
             if isinstance(env, EnvConfig):
                 base = replace(base, env=env)
             else:
@@ -91,7 +92,7 @@ class DistributedAgent:
             _override("learner.device", device),
             _override("algorithm.num_steps", num_steps),
             _override("workers.num_workers", num_actors),
-            _override("algorithm.num_learners", num_learners),
+            _override("learner.num_learners", num_learners),
             _override("algorithm.num_storages", num_storages),
             _override("logging.wandb.tags", [tag]),
         ]

@@ -11,20 +11,22 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from rayrl.algorithms import ALGORITHMS
 from rayrl.checkpoint import load_checkpoint, load_policy, policy_of
-from rayrl.config import Config, apply_override, config_from_dict, load_config, with_overrides
+from rayrl.config import Config
+from rayrl.contract import Acting
 from rayrl.core import EvalResult
-from rayrl.envs import check_env, env_spec
+from rayrl.envs import check_env, env_spec, eval_env_config
 from rayrl.errors import CheckpointError
 from rayrl.evaluation import Evaluator
+from rayrl.presets import load_config, saved_config, with_overrides
 from rayrl.recorders import make_recorders
+from rayrl.run_policy import TrainResult
 from rayrl.rundir import RunDirectory
-from rayrl.session import Counters, TrainingSession, TrainResult
+from rayrl.session import Counters, TrainingSession
 from rayrl.video import check_video_support
 
 logger = logging.getLogger(__name__)
@@ -36,11 +38,10 @@ def validate(config: Config, checkpoint: dict[str, Any] | None = None) -> None:
     warm-start from fits the configured network. Builds one CPU policy."""
     check_env(config.env)
     if config.logging.video_interval_evals is not None:
-        check_video_support(
-            replace(config.env, id=config.env.eval_id) if config.env.eval_id else config.env
-        )
+        check_video_support(eval_env_config(config.env))
     spec = env_spec(config.env)
-    policy = ALGORITHMS[config.algorithm.name].make_policy(config, spec, None)
+    acting = Acting.for_evaluation(config.run.seed)
+    policy = ALGORITHMS[config.algorithm.name].make_policy(config.algorithm, spec, acting)
     sources = []
     if checkpoint is not None:
         sources.append(("the checkpoint to resume from", policy_of(checkpoint)))
@@ -66,10 +67,7 @@ def resolve(
     with overrides; or, with `resume`, the saved config of that run with overrides."""
     if resume is not None:
         run_dir = RunDirectory.open(resume)
-        raw = run_dir.raw_config()
-        for override in overrides:
-            apply_override(raw, override)
-        return config_from_dict(raw), run_dir
+        return saved_config(run_dir.raw_config(), overrides), run_dir
     if isinstance(config, Config):
         return with_overrides(config, overrides), None
     return load_config(config, overrides), None
@@ -113,13 +111,14 @@ def train(
     else:
         run_dir = RunDirectory.create(config, f"{_label(config)}")
     recorders = make_recorders(config, run_dir, counters.env_steps, counters.elapsed_s)
-    session = TrainingSession(config, run_dir, recorders, counters, started_at)
+    store = ALGORITHMS[config.algorithm.name].family.store
+    session = TrainingSession(config, run_dir, recorders, counters, started_at, store)
     try:
         if config.run.runtime == "local":
-            from rayrl.trainer import train_local
+            from rayrl.local_runtime import train_local
 
             return train_local(config, session, payload)
-        from rayrl.runtime import train_ray
+        from rayrl.ray import train_ray
 
         return train_ray(config, session, payload, address=address, dashboard=dashboard)
     finally:
@@ -149,9 +148,10 @@ def evaluate(path: str | Path, episodes: int = 10, which: str = "best") -> EvalR
     """Evaluate a run's best (or latest) checkpoint, or a checkpoint file, greedily."""
     checkpoint = checkpoint_path(path, which)
     payload = load_checkpoint(checkpoint)
-    config = config_from_dict(payload["config"])
+    config = saved_config(payload["config"])
     check_env(config.env)
-    evaluator = Evaluator(config)
+    run = config.run
+    evaluator = Evaluator(config.env, config.algorithm, episodes, run.seed)
     try:
         evaluator.policy.set_weights(policy_of(payload))
     except (RuntimeError, KeyError) as exc:

@@ -3,7 +3,9 @@
 Written to a temporary file and moved into place with `os.replace`, so a crash mid-write
 never leaves a truncated checkpoint where a good one was. Loaded with
 `torch.load(weights_only=True)`: a checkpoint holds tensors and plain values only, so
-loading one never runs code. The format carries a version number, checked on load.
+loading one never runs code. The format carries a version number, checked on load: version 1
+(rayrl 0.1) differs only in the layout of its embedded config, which
+`rayrl.presets.saved_config` migrates.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from rayrl.core import ModelInfo
 from rayrl.errors import CheckpointError
 
 FORMAT = "rayrl-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 def save_checkpoint(
@@ -70,10 +73,10 @@ def load_checkpoint(path: Path, *, algorithm: str | None = None) -> dict[str, An
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"'{path}' is not a rayrl checkpoint")
     version = payload.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise CheckpointError(
-            f"checkpoint '{path}' has format version {version}; this rayrl reads version "
-            f"{FORMAT_VERSION}"
+            f"checkpoint '{path}' has format version {version}; this rayrl reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}"
         )
     if algorithm is not None and payload["algorithm"] != algorithm:
         raise CheckpointError(

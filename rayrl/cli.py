@@ -108,6 +108,7 @@ def train(
     # Ctrl-C (stop sampling, final checkpoint, W&B closed) rather than dying mid-write
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     from rayrl.api import train as run_training
+    from rayrl.run_policy import StopReason
 
     if resume is not None and config is not None:
         raise UserError("--resume continues a run with its saved config; drop --config")
@@ -140,7 +141,7 @@ def train(
     if learner:
         click.echo(f"learner ran on Ray node {learner['node_id'][:12]}, device {learner['device']}")
     click.echo(f"run directory: {result.run_dir}")
-    if result.stop_reason == "interrupted":
+    if result.stop_reason is StopReason.INTERRUPTED:
         sys.exit(EXIT_INTERRUPTED)
 
 
@@ -150,7 +151,8 @@ def train(
 @_user_errors
 def show_config(config: str | None, overrides: tuple[str, ...]) -> None:
     """Print the resolved config as YAML."""
-    from rayrl.config import config_to_yaml, load_config
+    from rayrl.config import config_to_yaml
+    from rayrl.presets import load_config
 
     click.echo(config_to_yaml(load_config(config, overrides)), nl=False)
 

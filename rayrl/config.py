@@ -1,23 +1,20 @@
-"""Typed run configuration: one frozen dataclass per concern, loaded strictly from YAML.
+"""Typed run configuration: one frozen dataclass per concern, built strictly from YAML.
 
-A run is described by a `Config`: presets ship in `rayrl/configs/*.yaml`, a user file or
-preset name is loaded with `load_config`, and `--set dotted.key=value` overrides (values
-parsed as YAML) are applied before validation. Validation is strict and happens before
-anything starts: an unknown key gets a "did you mean", a wrong type or an out-of-range value
-names the dotted key, the value and what is valid.
+A run is described by a `Config` with sections `env`, `algorithm`, `workers`, `learner`,
+`run` and `logging`. The `algorithm` section's class depends on `algorithm.name`: a family's
+config (`rayrl.families`) adds the experience settings it reads (replay for off-policy
+learning, the unroll queue for on-policy learning) and the algorithm its own fields. This
+module knows no algorithm: `build_config` is handed the classes by name, which
+`rayrl.presets` (the loader users call) does.
 
-The schema machinery (`build`) is written here rather than taken from a library because it
-is small, and the libraries that do this (pydantic, omegaconf) either do not name the dotted
-key and the valid range in one line, or bring a second way to declare fields.
+Validation is strict and happens before anything starts (`rayrl.strict`): an unknown key
+gets a "did you mean", a wrong type or an out-of-range value names the dotted key, the
+value and what is valid.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import types
-import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -26,18 +23,9 @@ from typing import Any, Literal
 import yaml
 
 from rayrl.errors import ConfigError, did_you_mean
+from rayrl.strict import bounded, build, to_plain
 
-
-def bounded(
-    default: Any,
-    *,
-    gt: float | None = None,
-    ge: float | None = None,
-    le: float | None = None,
-    lt: float | None = None,
-) -> Any:
-    """A dataclass field whose numeric value is range-checked when the config is built."""
-    return field(default=default, metadata={"bounds": (gt, ge, le, lt)})
+NetworkKind = Literal["auto", "mlp", "nature_cnn"]
 
 
 @dataclass(frozen=True)
@@ -73,39 +61,21 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class AlgorithmConfig:
-    """Base of every algorithm's config; `name` picks the algorithm (see rayrl.algorithms)."""
+    """Base of every algorithm's config: what every algorithm reads. The families
+    (`rayrl.families`) add their experience settings, each algorithm its own fields."""
 
     name: str = "dqn"
     """Algorithm name, a key of `rayrl.algorithms.ALGORITHMS`."""
+    network: NetworkKind = "auto"
+    """Torso: "mlp", "nature_cnn", or "auto" (the CNN for image observations)."""
+    hidden_sizes: tuple[int, ...] = (128, 128)
+    """MLP hidden layer sizes."""
+    gamma: float = bounded(0.99, ge=0.0, le=1.0)
+    """Discount factor."""
 
-
-@dataclass(frozen=True)
-class ReplayConfig:
-    """The replay buffer and the rate at which it is sampled."""
-
-    capacity: int = bounded(100_000, ge=1)
-    """Most transitions held; the oldest are dropped first."""
-    min_size: int = bounded(1_000, ge=1)
-    """Transitions stored before the first sample (warm-up)."""
-    samples_per_insert: float | None = bounded(8.0, gt=0.0)
-    """Replay ratio: transitions sampled for training per transition inserted, enforced both
-    ways (learning waits for data, sampling waits for learning). Training every N env steps
-    with K updates of batch B is samples_per_insert = K*B/N. None lets both run free."""
-    prioritized: bool = False
-    """Prioritized replay (proportional, sum tree) instead of uniform."""
-    priority_alpha: float = bounded(0.6, ge=0.0, le=1.0)
-    """How strongly priorities skew sampling (0 is uniform)."""
-    priority_beta_start: float = bounded(0.4, ge=0.0, le=1.0)
-    """Importance-sampling exponent at the first update."""
-    priority_beta_end: float = bounded(1.0, ge=0.0, le=1.0)
-    """Importance-sampling exponent reached after `priority_beta_anneal_updates`."""
-    priority_beta_anneal_updates: int = bounded(100_000, ge=1)
-    """Learner updates over which beta moves linearly from start to end."""
-    priority_epsilon: float = bounded(1e-6, gt=0.0)
-    """Added to |TD error| so that no transition gets zero priority."""
-    save_with_checkpoint: bool = False
-    """Write the buffer's contents beside each checkpoint so a resumed run need not refill it
-    (large for Atari: about 7 KB per transition)."""
+    def check(self, config: Config) -> None:
+        """Checks that involve other sections; families and algorithms extend it (calling
+        `super().check(config)` first)."""
 
 
 @dataclass(frozen=True)
@@ -118,11 +88,9 @@ class WorkersConfig:
     """Environments in each worker's vector env."""
     cpus_per_worker: float = bounded(1.0, gt=0.0)
     """CPUs each worker asks Ray for."""
-    steps_per_chunk: int = bounded(32, ge=1)
-    """Vector-env steps per chunk; a chunk holds envs_per_worker * steps_per_chunk steps.
-    (IMPALA's chunk is one unroll per env: `algorithm.num_steps` steps.)"""
     max_chunks_in_flight: int = bounded(2, ge=1)
-    """Chunks a worker may have requested but not yet delivered to replay (backpressure)."""
+    """Chunks a worker may have requested but not yet delivered to the experience store
+    (backpressure)."""
     sample_timeout_s: float = bounded(300.0, gt=0.0)
     """A chunk not delivered within this time marks its worker as hung: it is killed and
     replaced."""
@@ -135,7 +103,11 @@ class LearnerConfig:
     """The learner: optimization steps and weight publication."""
 
     batch_size: int = bounded(64, ge=1)
-    """Transitions (DQN) or unrolls (IMPALA) per update."""
+    """Items per update: transitions (off-policy) or unrolls (on-policy)."""
+    num_learners: int = bounded(1, ge=1)
+    """Learner actors (Ray runtime): each takes its own batches and their gradients are
+    all-reduced (torch DistributedDataParallel), so the effective batch is num_learners x
+    batch_size and their parameters stay identical."""
     lr: float = bounded(1e-3, gt=0.0)
     """Learning rate."""
     optimizer_eps: float = bounded(1e-8, gt=0.0)
@@ -152,11 +124,11 @@ class LearnerConfig:
     num_threads: int = bounded(1, ge=1)
     """Torch CPU threads in the learner process."""
     batches_per_request: int = bounded(8, ge=1)
-    """Ray runtime: batches the learner fetches from the replay actor per request; more
+    """Ray runtime: batches the learner fetches from the experience actor per request; more
     amortizes the cost of an actor call (~1 ms) over small, fast updates."""
     prefetch_requests: int = bounded(2, ge=2)
     """Ray runtime: sample requests the learner keeps in flight, so that it never waits for
-    the replay actor to answer."""
+    the experience actor to answer."""
 
 
 @dataclass(frozen=True)
@@ -236,20 +208,15 @@ class LoggingConfig:
 
 @dataclass(frozen=True)
 class Config:
-    """A whole run. Every field has a default; presets override some."""
+    """A whole run. Every field has a default; presets override some. `build_config` gives
+    `algorithm` the named algorithm's own config class."""
 
     env: EnvConfig = field(default_factory=EnvConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    replay: ReplayConfig = field(default_factory=ReplayConfig)
     workers: WorkersConfig = field(default_factory=WorkersConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     run: RunConfig = field(default_factory=RunConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
-
-    @property
-    def chunk_size(self) -> int:
-        """Environment steps in one worker chunk."""
-        return self.workers.envs_per_worker * self.workers.steps_per_chunk
 
     @property
     def total_envs(self) -> int:
@@ -258,7 +225,7 @@ class Config:
 
 
 # --------------------------------------------------------------------------------------------
-# Loading
+# Reading sources, overrides, building
 # --------------------------------------------------------------------------------------------
 
 DEFAULT_PRESET = "cartpole_dqn"
@@ -318,214 +285,45 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     node[parts[-1]] = value
 
 
-def load_config(source: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
-    """Load a preset name or YAML file (None: the default preset), apply overrides, validate."""
-    data = read_source(source)
-    for override in overrides:
-        apply_override(data, override)
-    return config_from_dict(data)
-
-
-def with_overrides(config: Config, overrides: Sequence[str]) -> Config:
-    """A copy of `config` with `dotted.key=value` overrides applied and validated."""
-    data = config_to_dict(config)
-    for override in overrides:
-        apply_override(data, override)
-    return config_from_dict(data)
-
-
-def config_from_dict(data: Mapping[str, Any]) -> Config:
-    """Build and validate a `Config` from a plain mapping (YAML-shaped)."""
-    config = build(Config, data, "")
-    check_consistency(config)
+def build_config(
+    data: Mapping[str, Any], algorithms: Mapping[str, type[AlgorithmConfig]]
+) -> Config:
+    """Build and validate a `Config` from a plain mapping (YAML-shaped); `algorithms` maps
+    each algorithm name to its config class."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"the config: expected a mapping of sections, got {data!r}")
+    section = data.get("algorithm")
+    if section is None:
+        section = {}
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"algorithm: expected a mapping of keys, got {section!r}")
+    name = section.get("name", AlgorithmConfig.name)
+    if name not in algorithms:
+        raise ConfigError(
+            f"algorithm.name: unknown algorithm {name!r}{did_you_mean(str(name), algorithms)}; "
+            f"valid: {', '.join(algorithms)}"
+        )
+    algorithm = build(algorithms[name], section, "algorithm")
+    config = build(Config, {**data, "algorithm": algorithm}, "")
+    check_config(config)
     return config
+
+
+def check_config(config: Config) -> None:
+    """Checks that involve more than one section."""
+    if config.run.runtime == "local" and config.learner.num_learners > 1:
+        raise ConfigError(
+            f"learner.num_learners={config.learner.num_learners} needs the Ray runtime "
+            "(run.runtime=ray); the local runtime has one learner"
+        )
+    config.algorithm.check(config)
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
     """A dataclass config as plain YAML/JSON-safe values (tuples become lists)."""
-
-    def plain(value: Any) -> Any:
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        if isinstance(value, (list, tuple)):
-            return [plain(v) for v in value]
-        if isinstance(value, dict):
-            return {str(k): plain(v) for k, v in value.items()}
-        return value
-
-    return plain(config)
+    return to_plain(config)
 
 
 def config_to_yaml(config: Config) -> str:
     """The resolved config as YAML, in schema order."""
     return yaml.safe_dump(config_to_dict(config), sort_keys=False)
-
-
-def check_consistency(config: Config) -> None:
-    """Checks that involve more than one field."""
-    if config.replay.min_size > config.replay.capacity:
-        raise ConfigError(
-            f"replay.min_size={config.replay.min_size} is larger than "
-            f"replay.capacity={config.replay.capacity}; it must be at most the capacity"
-        )
-    algorithm_check = getattr(config.algorithm, "check", None)
-    if algorithm_check is not None:
-        algorithm_check(config)
-
-
-# --------------------------------------------------------------------------------------------
-# The strict builder
-# --------------------------------------------------------------------------------------------
-
-
-def build(cls: type, data: Any, path: str) -> Any:
-    """Build dataclass `cls` from `data`, checking keys, types and bounds; `path` is dotted."""
-    where = path or "the config"
-    if isinstance(data, cls):
-        return data
-    if data is None:
-        data = {}
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where}: expected a mapping of keys, got {data!r}")
-    if cls is AlgorithmConfig or (isinstance(cls, type) and issubclass(cls, AlgorithmConfig)):
-        cls = algorithm_config_class(data.get("name", AlgorithmConfig.name), path)
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    for key in data:
-        if key not in fields:
-            dotted = f"{path}.{key}" if path else str(key)
-            raise ConfigError(
-                f"unknown key '{dotted}'{did_you_mean(str(key), fields)}; "
-                f"valid keys in {where}: {', '.join(fields)}"
-            )
-    kwargs = {}
-    for name, f in fields.items():
-        if name not in data:
-            continue
-        dotted = f"{path}.{name}" if path else name
-        value = coerce(hints[name], data[name], dotted)
-        check_bounds(f, value, dotted)
-        kwargs[name] = value
-    return cls(**kwargs)
-
-
-def algorithm_config_class(name: Any, path: str) -> type:
-    """The config dataclass of algorithm `name` (imported lazily: algorithms import torch)."""
-    from rayrl.algorithms import ALGORITHMS
-
-    if name not in ALGORITHMS:
-        raise ConfigError(
-            f"{path}.name: unknown algorithm {name!r}{did_you_mean(str(name), ALGORITHMS)}; "
-            f"valid: {', '.join(ALGORITHMS)}"
-        )
-    return ALGORITHMS[name].config_class
-
-
-def check_bounds(f: dataclasses.Field, value: Any, dotted: str) -> None:
-    """Raise if a bounded numeric field is out of range."""
-    bounds = f.metadata.get("bounds")
-    if bounds is None or value is None:
-        return
-    gt, ge, le, lt = bounds
-    checks = [
-        (gt, lambda v, b: v > b, "> {}"),
-        (ge, lambda v, b: v >= b, ">= {}"),
-        (le, lambda v, b: v <= b, "<= {}"),
-        (lt, lambda v, b: v < b, "< {}"),
-    ]
-    valid = [text.format(bound) for bound, _, text in checks if bound is not None]
-    for bound, ok, _ in checks:
-        if bound is not None and not ok(value, bound):
-            raise ConfigError(f"{dotted}={value!r} is out of range; valid: {' and '.join(valid)}")
-
-
-def describe(tp: Any) -> str:
-    """A short human description of a type annotation."""
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(describe(a) for a in typing.get_args(tp))
-    if tp is type(None):
-        return "null"
-    if origin in (tuple, list):
-        return f"a list of {describe(typing.get_args(tp)[0])}"
-    if origin is dict:
-        return "a mapping"
-    if dataclasses.is_dataclass(tp):
-        return "a mapping of keys"
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
-        tp, str(tp)
-    )
-
-
-def coerce(tp: Any, value: Any, dotted: str) -> Any:
-    """Check `value` against annotation `tp` and return it in canonical form."""
-    origin = typing.get_origin(tp)
-    bad = ConfigError(f"{dotted}={value!r} is not valid; expected {describe(tp)}")
-    if dataclasses.is_dataclass(tp):
-        return build(tp, value, dotted)
-    if origin in (typing.Union, types.UnionType):
-        arms = typing.get_args(tp)
-        if value is None:
-            if type(None) in arms:
-                return None
-            raise bad
-        for arm in arms:
-            if arm is type(None):
-                continue
-            try:
-                return coerce(arm, value, dotted)
-            except ConfigError:
-                continue
-        raise bad
-    if origin is Literal:
-        if value in typing.get_args(tp):
-            return value
-        raise bad
-    if origin in (tuple, list):
-        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-            raise bad
-        element = typing.get_args(tp)[0]
-        return tuple(coerce(element, v, f"{dotted}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            raise bad
-        return dict(value)
-    if tp is Any:
-        return value
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise bad
-    if tp is int:
-        number = as_number(value)
-        if number is None or not math.isfinite(number) or float(number) != int(number):
-            raise bad
-        return int(number)
-    if tp is float:
-        number = as_number(value)
-        if number is None:
-            raise bad
-        return float(number)
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise bad
-    raise bad
-
-
-def as_number(value: Any) -> float | int | None:
-    """A number from an int, a float or a numeric string such as "1e-4" (YAML 1.1 reads that
-    as a string); None for anything else, booleans included."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return value
-    if isinstance(value, str):
-        try:
-            number = float(value.replace("_", ""))
-        except ValueError:
-            return None
-        return int(number) if number.is_integer() and "." not in value else number
-    return None

@@ -1,9 +1,10 @@
-"""The value types that cross component (and process) boundaries, and the interfaces.
+"""The value types that cross component (and process) boundaries.
 
-Data flow, in one process or spread over Ray actors by `rayrl.runtime`::
+Data flow, in one process (`rayrl.local_runtime`) or spread over Ray actors (`rayrl.ray`);
+the interfaces are in `rayrl.contract`::
 
-    env --StepBatch--> StepProcessor --TransitionChunk--> ReplayBuffer --TransitionBatch-->
-    Learner --ModelInfo--> Policy (in every worker) --actions--> env
+    env --StepBatch--> StepProcessor --TransitionChunk / Unrolls--> ExperienceStore
+    --TransitionBatch / Unrolls--> Learner --ModelInfo--> Policy (in every worker) --> env
 
 Everything here is plain data (numpy arrays, ints, floats) so that it pickles cheaply and
 travels through Ray's object store without copies; torch tensors never cross a process.
@@ -11,9 +12,7 @@ travels through Ray's object store without copies; torch tensors never cross a p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 import numpy as np
 
@@ -251,108 +250,12 @@ class EvalResult:
         }
 
 
-class Policy(Protocol):
-    """Acts in the workers (CPU, no optimizer). Used like::
-
-    out = policy.act(obs, explore=True, env_steps=total)   # per-env exploration inside
-    step = env.step(out.actions)
-    ...
-    policy.set_weights(model_info)                        # between chunks, never blocking
-    """
-
-    version: int
-
-    def act(self, obs: np.ndarray, *, explore: bool, env_steps: int = 0) -> PolicyOutput: ...
-
-    def set_weights(self, info: ModelInfo) -> None: ...
-
-
-class Learner(Protocol):
-    """Owns the trainable network and its optimizer. Used like::
-
-    result = learner.update(batch)            # one optimization step
-    buffer.update_priorities(batch.indices, result.priorities)
-    info = learner.get_weights()              # every sync_interval updates
-    """
-
-    updates: int
-
-    def update(self, batch: Any) -> UpdateResult: ...
-
-    def get_weights(self) -> ModelInfo: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
-
-
-class StepProcessor(Protocol):
-    """Turns env steps into what the store keeps (n-step transitions, unrolls)."""
-
-    def process(self, step: StepBatch, policy_version: int) -> None: ...
-
-    def flush(self) -> Any:
-        """Everything completed since the last flush, as one chunk."""
-        ...
-
-
-class ReplayBuffer(Protocol):
-    """Stores transition chunks, serves batches (uniform or prioritized)."""
-
-    def add(self, chunk: TransitionChunk) -> None: ...
-
-    def sample(self, batch_size: int) -> TransitionBatch: ...
-
-    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None: ...
-
-    def __len__(self) -> int: ...
-
-
 @dataclass
 class StoreStats:
+    """What an experience store reports: its size and what went in and out."""
+
     size: int
     inserted: int
     sampled: int
     dropped: int = 0
     """Items discarded unused (unrolls older than `max_policy_lag`)."""
-
-
-class ExperienceStore(Protocol):
-    """Where chunks wait for the learner: a replay buffer with its samples-per-insert
-    limit (off-policy), or a bounded queue of unrolls (on-policy). Never blocks: callers
-    that must wait (the Ray services) wait on `can_insert` / `can_sample`. Used like::
-
-        if store.can_insert(store.items_per_chunk):
-            store.add(worker_chunk)
-        if store.can_sample(batch_size, 1, learner.updates):
-            (batch,) = store.sample(batch_size, 1, learner.updates)
-    """
-
-    items_per_chunk: int
-    """Items (transitions or unrolls) a worker chunk adds, about."""
-
-    def can_insert(self, count: int) -> bool: ...
-
-    def add(self, chunk: Any) -> int: ...
-
-    def can_sample(self, batch_size: int, num_batches: int, learner_version: int) -> bool: ...
-
-    def sample(self, batch_size: int, num_batches: int, learner_version: int) -> list[Any]: ...
-
-    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None: ...
-
-    def stats(self) -> StoreStats: ...
-
-
-class Evaluator(Protocol):
-    """Runs greedy episodes on a separate env with the given weights."""
-
-    def evaluate(self, info: ModelInfo, episodes: int) -> EvalResult: ...
-
-
-class Recorder(Protocol):
-    """Receives namespaced metrics (`worker/`, `learner/`, `replay/`, `eval/`) at an env step."""
-
-    def record(self, metrics: Mapping[str, float], env_steps: int) -> None: ...
-
-    def close(self) -> None: ...

@@ -1,16 +1,15 @@
-"""Evaluation: greedy episodes on a separate env that sees whole games and raw scores."""
+"""Evaluation: episodes on a separate env that sees whole games and raw scores."""
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 import numpy as np
 import torch
 
 from rayrl.algorithms import ALGORITHMS
-from rayrl.config import Config
+from rayrl.config import AlgorithmConfig, EnvConfig
+from rayrl.contract import Acting
 from rayrl.core import EvalResult, ModelInfo
-from rayrl.envs import make_env, spec_of
+from rayrl.envs import eval_env_config, make_env, spec_of
 from rayrl.seeding import derive_seed
 from rayrl.video import record_episode
 
@@ -19,30 +18,29 @@ MAX_EVAL_ENVS = 16
 
 
 class Evaluator:
-    """Runs `episodes` evaluation episodes with given weights.
+    """Runs evaluation episodes with given weights, on `env.eval_id` when it is set.
 
     Episodes are spread evenly over the envs and each env plays exactly its share, so that
     short episodes are not over-represented. Each evaluation uses fresh, reproducible seeds.
     """
 
-    def __init__(self, config: Config) -> None:
+    def __init__(
+        self, env: EnvConfig, algorithm: AlgorithmConfig, episodes: int, run_seed: int
+    ) -> None:
         torch.set_num_threads(1)
-        self.config = config
-        num_envs = min(config.run.eval_episodes, MAX_EVAL_ENVS)
-        env_config = config.env
-        if env_config.eval_id is not None:
-            env_config = replace(env_config, id=env_config.eval_id)
-        self.env_config = env_config
-        self.env = make_env(env_config, num_envs, training=False, num_threads=num_envs)
-        spec = spec_of(self.env, env_config)
-        self.policy = ALGORITHMS[config.algorithm.name].make_policy(config, spec, None)
-        self.seed = derive_seed(config.run.seed, "eval")
+        self.env_config = eval_env_config(env)
+        num_envs = min(episodes, MAX_EVAL_ENVS)
+        self.env = make_env(self.env_config, num_envs, training=False, num_threads=num_envs)
+        spec = spec_of(self.env, self.env_config)
+        acting = Acting.for_evaluation(run_seed)
+        self.policy = ALGORITHMS[algorithm.name].make_policy(algorithm, spec, acting)
+        self.seed = derive_seed(run_seed, "eval")
         self.evaluations = 0
 
     def evaluate(
         self, info: ModelInfo | None, episodes: int, record_video: bool = False
     ) -> EvalResult:
-        """Play `episodes` greedy episodes; with `record_video`, one more as an MP4."""
+        """Play `episodes` evaluation episodes; with `record_video`, one more as an MP4."""
         if info is not None:
             self.policy.set_weights(info)
         num_envs = self.env.num_envs

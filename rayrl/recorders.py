@@ -17,16 +17,23 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from tqdm import tqdm
 
 from rayrl.config import Config, config_to_dict
-from rayrl.core import Recorder
 from rayrl.errors import ConfigError
 from rayrl.rundir import RunDirectory
 
 logger = logging.getLogger(__name__)
+
+
+class Recorder(Protocol):
+    """Receives namespaced metrics (`worker/`, `learner/`, `replay/`, `eval/`) at an env step."""
+
+    def record(self, metrics: Mapping[str, float], env_steps: int) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class JsonlRecorder:
@@ -180,7 +187,7 @@ class WandbRecorder:
 class Recorders:
     """Fans every record out to the configured recorders."""
 
-    def __init__(self, recorders: list[Any]) -> None:
+    def __init__(self, recorders: list[Recorder]) -> None:
         self.recorders = recorders
 
     def record(self, metrics: Mapping[str, float], env_steps: int) -> None:

@@ -1,8 +1,8 @@
 """What both runtimes share around the training loop: counters, the evaluation, checkpoint
-and logging schedules, stop conditions, the best checkpoint and the run's result.
+and logging schedules, evaluations and the best checkpoint, metrics and run statistics.
 
-The local trainer and the Ray driver differ only in how they get chunks, updates and
-evaluations; everything they decide from those lives here, once.
+The local runtime and the Ray driver differ only in how they get chunks, updates and
+evaluations; everything they decide from those lives here and in `rayrl.run_policy`, once.
 """
 
 from __future__ import annotations
@@ -10,16 +10,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from rayrl.algorithms import ALGORITHMS
-from rayrl.checkpoint import load_checkpoint, save_checkpoint
+from rayrl.checkpoint import save_checkpoint
 from rayrl.config import Config, config_to_dict
+from rayrl.contract import StoreKind
 from rayrl.core import EvalResult, ModelInfo, StoreStats
 from rayrl.recorders import Recorders
 from rayrl.rundir import RunDirectory
@@ -46,28 +45,6 @@ class Counters:
         return cls(**known)
 
 
-@dataclass
-class TrainResult:
-    """How a run ended."""
-
-    run_dir: Path
-    stop_reason: str
-    counters: Counters
-    final_eval: EvalResult | None
-    wall_s: float
-    """Wall time of this segment, from the start of the process (Ray's start included)."""
-    target_reached_s: float | None = None
-    """Seconds from the start until an evaluation first reached `run.target_return`."""
-    summary: str = ""
-    evaluations: list[dict[str, float]] = field(default_factory=list)
-    placement: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Where actors ran (Ray runtime): {"learner": {"node_id", "device"}}."""
-    figures: dict[str, float] = field(default_factory=dict)
-    """Headline numbers of this segment (see `RunStats.figures`)."""
-    learner_digests: list[str] = field(default_factory=list)
-    """With several learners: a hash of each one's parameters at the end (they must agree)."""
-
-
 def weights_as_tensors(info: ModelInfo) -> dict[str, Any]:
     return {
         "version": info.version,
@@ -85,15 +62,14 @@ class TrainingSession:
         recorders: Recorders,
         counters: Counters,
         started_at: float,
+        store: StoreKind,
     ) -> None:
         self.config = config
         self.run_dir = run_dir
         self.recorders = recorders
         self.counters = counters
         self.started_at = started_at
-        self.stats = RunStats(
-            config.workers.num_workers, ALGORITHMS[config.algorithm.name].store_metrics
-        )
+        self.stats = RunStats(config.workers.num_workers, store)
         run = config.run
         self.next_eval = (counters.env_steps // run.eval_interval_env_steps + 1) * (
             run.eval_interval_env_steps
@@ -122,16 +98,6 @@ class TrainingSession:
 
     def checkpoint_due(self) -> bool:
         return self.counters.env_steps >= self.next_checkpoint
-
-    def stop_reason(self) -> str | None:
-        run = self.config.run
-        if self.target_reached_s is not None:
-            return "target_return reached"
-        if self.counters.env_steps >= run.total_env_steps:
-            return "total_env_steps reached"
-        if run.time_budget_s is not None and self.wall_s >= run.time_budget_s:
-            return "time_budget_s reached"
-        return None
 
     # ---- events ----------------------------------------------------------------------------
 
@@ -211,24 +177,3 @@ class TrainingSession:
             for old in self.run_dir.periodic_checkpoints()[: -self.config.run.keep_checkpoints]:
                 old.unlink(missing_ok=True)
         logger.info("checkpoint saved at %d env steps: %s", self.counters.env_steps, targets)
-
-    def result(self, stop_reason: str, final_eval: EvalResult | None) -> TrainResult:
-        return TrainResult(
-            run_dir=self.run_dir.root,
-            stop_reason=stop_reason,
-            counters=self.counters,
-            final_eval=final_eval,
-            wall_s=self.wall_s,
-            target_reached_s=self.target_reached_s,
-            summary=self.stats.summary(),
-            evaluations=self.evaluations,
-            placement=self.placement,
-            figures=self.stats.figures(),
-            learner_digests=self.learner_digests,
-        )
-
-
-def resume_point(run_dir: RunDirectory, algorithm: str) -> tuple[dict[str, Any], Counters]:
-    """The latest checkpoint of a run and its counters."""
-    payload = load_checkpoint(run_dir.latest_checkpoint, algorithm=algorithm)
-    return payload, Counters.from_dict(payload["counters"])

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rayrl.contract import StoreKind
 from rayrl.core import ChunkStats, StoreStats
 
 
@@ -30,10 +31,10 @@ class WorkerTotals:
 
 
 class RunStats:
-    def __init__(self, num_workers: int, store_namespace: str = "replay") -> None:
+    def __init__(self, num_workers: int, store: StoreKind) -> None:
         self.started = time.perf_counter()
-        self.store_namespace = store_namespace
-        """"replay" or "queue": the experience store's metrics go under this prefix."""
+        self.store = store
+        """The experience store's kind: its metrics go under `store.namespace`."""
         self.workers: dict[int, WorkerTotals] = defaultdict(WorkerTotals)
         for i in range(num_workers):
             self.workers[i] = WorkerTotals()
@@ -133,7 +134,7 @@ class RunStats:
         now = time.perf_counter()
         seconds = max(now - self._interval_start, 1e-9)
         interval = self._interval
-        ns = self.store_namespace
+        ns = self.store.namespace
         metrics: dict[str, float] = {
             "worker/env_steps_per_s": interval["env_steps"] / seconds,
             "learner/updates_per_s": interval["updates"] / seconds,
@@ -157,8 +158,8 @@ class RunStats:
             self.store_size = store.size
             self.dropped = store.dropped
             metrics[f"{ns}/size"] = float(store.size)
-            if ns == "queue":
-                metrics["queue/dropped_stale"] = float(store.dropped)
+            if self.store.drops_stale:
+                metrics[f"{ns}/dropped_stale"] = float(store.dropped)
         metrics.update(self.counters)
         self._interval_start = now
         self._interval = self._empty_interval()
@@ -213,11 +214,11 @@ class RunStats:
             f"updates/s, {100 * figures['learner_utilization']:.0f}% of its time updating "
             f"(the rest waiting for batches){loss}"
         )
-        dropped = (
-            f", {self.dropped:,} stale unrolls dropped" if self.store_namespace == "queue" else ""
-        )
+        dropped = ""
+        if self.store.drops_stale:
+            dropped = f", {self.dropped:,} stale {self.store.items} dropped"
         lines.append(
-            f"{self.store_namespace}: size {self.store_size:,}, "
+            f"{self.store.namespace}: size {self.store_size:,}, "
             f"{figures['store_inserts_per_s']:.0f} inserts/s, "
             f"{figures['store_samples_per_s']:.0f} samples/s{dropped}"
         )

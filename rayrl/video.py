@@ -1,11 +1,9 @@
-"""Evaluation episode videos: one greedy episode recorded with gymnasium's `RecordVideo`.
+"""Evaluation episode videos: one episode recorded with gymnasium's `RecordVideo`.
 
-The training and evaluation envs do not render (ale-py's vector env has no renderer), so
-the episode is played on a single gymnasium env made with `render_mode="rgb_array"` and
-wrapped to give the policy the observations it was trained on: for Atari, gymnasium's
-`AtariPreprocessing` and `FrameStackObservation` reproduce ale-py's C++ preprocessing
-(no-op starts, frame skip 4 with max-pooling, 84x84 grayscale, a stack of 4). The video
-records the raw, full-resolution frames.
+The training and evaluation envs need not render (ale-py's vector env cannot), so the
+episode is played on the env family's rendering env (`EnvFamily.make_render_env`), which
+gives the policy the observations it was trained on while the video records the raw,
+full-resolution frames.
 
 The encoded MP4 comes back as bytes, so the evaluator can run on any node of a cluster
 and the driver, which owns the run directory and the W&B run, stores it.
@@ -20,8 +18,8 @@ import gymnasium as gym
 import numpy as np
 
 from rayrl.config import EnvConfig
-from rayrl.core import Policy
-from rayrl.envs import ATARI_MAX_FRAMES, is_atari, register_atari
+from rayrl.contract import Policy
+from rayrl.envs import family_of
 from rayrl.errors import ConfigError
 
 
@@ -32,7 +30,7 @@ def check_video_support(config: EnvConfig) -> None:
     try:
         import moviepy  # noqa: F401
 
-        env = _observe(_make_render_env(config), config)
+        env = family_of(config.id).make_render_env(config)
         try:
             env.reset(seed=0)
             env.render()
@@ -47,47 +45,21 @@ def check_video_support(config: EnvConfig) -> None:
         )
 
 
-def _make_render_env(config: EnvConfig) -> gym.Env:
-    if not is_atari(config.id):
-        kwargs = dict(config.kwargs)
-        if config.max_episode_steps is not None:
-            kwargs["max_episode_steps"] = config.max_episode_steps
-        return gym.make(config.id, render_mode="rgb_array", **kwargs)
-    register_atari()
-    max_frames = ATARI_MAX_FRAMES
-    if config.max_episode_steps is not None:
-        max_frames = config.max_episode_steps * config.frame_skip
-    return gym.make(
-        config.id,
-        render_mode="rgb_array",
-        frameskip=1,
-        repeat_action_probability=config.repeat_action_probability,
-        max_episode_steps=max_frames,
-    )
-
-
-def _observe(env: gym.Env, config: EnvConfig) -> gym.Env:
-    """Wrap a recording env so that the policy sees training-time observations."""
-    if not is_atari(config.id):
-        return env
-    env = gym.wrappers.AtariPreprocessing(
-        env, noop_max=config.noop_max, frame_skip=config.frame_skip, screen_size=84
-    )
-    return gym.wrappers.FrameStackObservation(env, config.frame_stack)
-
-
 def record_episode(config: EnvConfig, policy: Policy, seed: int) -> bytes:
-    """Play one greedy episode and return it as an MP4 file's bytes."""
+    """Play one evaluation episode and return it as an MP4 file's bytes."""
     with tempfile.TemporaryDirectory(prefix="rayrl-video-") as temp:
         folder = Path(temp) / "video"  # RecordVideo warns about folders that exist
-        recorder = gym.wrappers.RecordVideo(
-            _make_render_env(config),
-            str(folder),
-            episode_trigger=lambda _: True,
-            name_prefix="eval",
-            disable_logger=True,
-        )
-        env = _observe(recorder, config)
+
+        def record(raw: gym.Env) -> gym.Env:
+            return gym.wrappers.RecordVideo(
+                raw,
+                str(folder),
+                episode_trigger=lambda _: True,
+                name_prefix="eval",
+                disable_logger=True,
+            )
+
+        env = family_of(config.id).make_render_env(config, wrap_raw=record)
         try:
             obs, _ = env.reset(seed=seed)
             finished = False

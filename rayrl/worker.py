@@ -1,10 +1,11 @@
 """The rollout worker: a vector env, a CPU copy of the policy and a step processor.
 
-A plain class; `rayrl.runtime` makes it a Ray actor, the local trainer calls it directly.
-`set_weights` only drops the new weights into an inbox (in the Ray runtime it runs in its own
-thread, beside a sample call in progress); the sampling loop applies the newest ones before
-its next step. Sampling never waits for the learner, and a new version is in use one env
-step after it arrives, not a whole chunk later (the Acme VariableClient idea, push-based).
+A plain class; the Ray runtime (`rayrl.ray`) makes it an actor, the local runtime calls it
+directly. `set_weights` only drops the new weights into an inbox (in the Ray runtime it runs
+in its own thread, beside a sample call in progress); the sampling loop applies the newest
+ones before its next step. Sampling never waits for the learner, and a new version is in
+use one env step after it arrives, not a whole chunk later (the Acme VariableClient idea,
+push-based).
 """
 
 from __future__ import annotations
@@ -15,29 +16,38 @@ from collections import deque
 import torch
 
 from rayrl.algorithms import ALGORITHMS
-from rayrl.config import Config
+from rayrl.config import AlgorithmConfig, EnvConfig, WorkersConfig
+from rayrl.contract import Acting, Chunk
 from rayrl.core import ChunkStats, ModelInfo
 from rayrl.envs import make_env, spec_of
 from rayrl.seeding import derive_seed
 
 
 class RolloutWorker:
-    def __init__(self, config: Config, worker_index: int, incarnation: int = 0) -> None:
+    def __init__(
+        self,
+        env: EnvConfig,
+        workers: WorkersConfig,
+        algorithm: AlgorithmConfig,
+        run_seed: int,
+        worker_index: int,
+        incarnation: int = 0,
+    ) -> None:
         """Worker `worker_index` of the fleet; `incarnation` counts its replacements, so that
         a replaced worker explores fresh episodes instead of replaying its predecessor's."""
         # one thread per worker process: workers scale by process, and torch's default
         # (all cores) would oversubscribe the machine once there are several
         torch.set_num_threads(1)
-        workers = config.workers
-        algorithm = ALGORITHMS[config.algorithm.name]
+        parts = ALGORITHMS[algorithm.name]
         self.worker_index = worker_index
-        self.steps_per_chunk = algorithm.chunk_steps(config)
+        self.steps_per_chunk = parts.family.chunk_steps(algorithm)
         threads = workers.env_threads or max(1, round(workers.cpus_per_worker))
-        self.env = make_env(config.env, workers.envs_per_worker, training=True, num_threads=threads)
-        self.spec = spec_of(self.env, config.env)
-        self.policy = algorithm.make_policy(config, self.spec, worker_index)
-        self.processor = algorithm.make_processor(config, self.spec, workers.envs_per_worker)
-        self.env.reset(seed=derive_seed(config.run.seed, "env", worker_index, incarnation))
+        self.env = make_env(env, workers.envs_per_worker, training=True, num_threads=threads)
+        self.spec = spec_of(self.env, env)
+        acting = Acting(run_seed, worker_index, workers.envs_per_worker, workers.num_workers)
+        self.policy = parts.make_policy(algorithm, self.spec, acting)
+        self.processor = parts.family.make_processor(algorithm, self.spec, workers.envs_per_worker)
+        self.env.reset(seed=derive_seed(run_seed, "env", worker_index, incarnation))
         self._inbox: deque[ModelInfo] = deque(maxlen=1)  # thread-safe; the newest wins
 
     def set_weights(self, info: ModelInfo) -> None:
@@ -53,8 +63,8 @@ class RolloutWorker:
         if info.published_at:
             sync_latencies.append(time.time() - info.published_at)
 
-    def sample(self, run_env_steps: int = 0):
-        """Step every env `steps_per_chunk` times; returns (TransitionChunk, ChunkStats).
+    def sample(self, run_env_steps: int = 0) -> tuple[Chunk, ChunkStats]:
+        """Step every env `steps_per_chunk` times; returns the processor's chunk and stats.
 
         `run_env_steps` is the run's env-step count when the chunk was requested; it drives
         exploration schedules.

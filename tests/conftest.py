@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def tiny(tmp_path):
-    """Overrides for a fast, small CartPole run in a temporary runs directory."""
+def tiny_run(tmp_path):
+    """Overrides for a fast, small run of any algorithm in a temporary runs directory."""
     return [
         "logging.console=false",
         f"run.runs_dir={tmp_path / 'runs'}",
@@ -25,11 +25,19 @@ def tiny(tmp_path):
         "run.eval_episodes=2",
         "run.checkpoint_interval_env_steps=1024",
         "run.target_return=null",
-        "replay.min_size=256",
-        "replay.samples_per_insert=2",
-        "learner.batch_size=32",
         "workers.envs_per_worker=4",
-        "workers.steps_per_chunk=16",
+    ]
+
+
+@pytest.fixture
+def tiny(tiny_run):
+    """`tiny_run` for the default preset (DQN on CartPole), with a small replay."""
+    return [
+        *tiny_run,
+        "algorithm.replay.min_size=256",
+        "algorithm.replay.samples_per_insert=2",
+        "learner.batch_size=32",
+        "algorithm.steps_per_chunk=16",
     ]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rayrl.algorithms import dqn, impala
-from rayrl.algorithms.base import Algorithm
+from rayrl.contract import Algorithm
 
 ALGORITHMS: dict[str, Algorithm] = {
     "dqn": dqn.ALGORITHM,

@@ -8,16 +8,14 @@ that frames travel and are stored as bytes.
 from __future__ import annotations
 
 import warnings
-from typing import Literal
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
 
+from rayrl.config import NetworkKind
 from rayrl.errors import ConfigError
-
-NetworkKind = Literal["auto", "mlp", "nature_cnn"]
 
 
 class MLPTorso(nn.Module):

@@ -1,135 +1,68 @@
-"""Environment construction: gymnasium vector envs and Atari through ale-py.
+"""Environments: a small registry of env families, and the adapter every env comes out of.
 
-Every env comes out as a `VectorEnvAdapter` over a SAME_STEP vector env. Atari ids
-(`ALE/<Game>-v5`) use ale-py's C++ `AtariVectorEnv`, which does the DeepMind preprocessing
-(no-op starts, frame skip with max-pooling, 84x84 grayscale, frame stack, FIRE on reset) in
-native threads: on a 2-core machine it steps preprocessed Pong about 2x faster than
-gymnasium's Python wrappers (figures in docs/benchmarks.md). Its own episodic-life and
-reward-clipping options are left off: the adapter applies both to the learning signal only,
-so that reported returns are always whole games with raw scores.
+`FAMILIES` is tried in order and the first family that owns an id builds it: Atari
+(`ALE/...` ids, ale-py's C++ vector env) and plain gymnasium ids (anything else). Adding a
+family is one module (see `rayrl.envs.spec.EnvFamily`) and one entry here.
+
+Every training and evaluation env is a `VectorEnvAdapter` over a SAME_STEP vector env,
+which also applies the training-only learning signal (clipped rewards, episodic life).
 """
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
+from dataclasses import replace
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
 from rayrl.config import EnvConfig
 from rayrl.envs.adapter import VectorEnvAdapter
-from rayrl.errors import ConfigError, did_you_mean
+from rayrl.envs.atari import ATARI
+from rayrl.envs.plain import PLAIN
+from rayrl.envs.spec import EnvFamily, EnvSpec
 
 __all__ = [
+    "FAMILIES",
+    "EnvFamily",
     "EnvSpec",
     "VectorEnvAdapter",
     "check_env",
     "env_spec",
-    "is_atari",
+    "family_of",
     "make_env",
     "spec_of",
 ]
 
-ATARI_MAX_FRAMES = 108_000
-"""Atari episodes are cut at 30 minutes of play (108,000 emulator frames), as in the
-DeepMind evaluations."""
+FAMILIES: tuple[EnvFamily, ...] = (ATARI, PLAIN)
+"""Env families, tried in order; the last one owns every id."""
 
 
-@dataclass(frozen=True)
-class EnvSpec:
-    """What the rest of rayrl needs to know about an env, without holding one open."""
-
-    observation_space: gym.spaces.Space
-    action_space: gym.spaces.Space
-    frame_stack: int | None
-    """Frames per observation for stacked (Atari) observations; None when unstacked."""
-
-
-def is_atari(env_id: str) -> bool:
-    return env_id.startswith("ALE/")
-
-
-def register_atari() -> None:
-    import ale_py
-
-    gym.register_envs(ale_py)
+def family_of(env_id: str) -> EnvFamily:
+    """The family that builds `env_id`."""
+    return next(family for family in FAMILIES if family.owns(env_id))
 
 
 def check_env(config: EnvConfig) -> None:
-    """Raise a `ConfigError` naming close matches if `config.id` is not a registered env.
+    """Raise a `ConfigError` naming the field if the env or the evaluation env cannot be made."""
+    family_of(config.id).check(config)
+    if config.eval_id is not None:
+        family_of(config.eval_id).check(eval_env_config(config), key="env.eval_id")
 
-    Like gymnasium, an id may name the module that registers it: "my_package.envs:MyEnv-v0".
-    """
-    register_atari()
-    for key, env_id in (("env.id", config.id), ("env.eval_id", config.eval_id)):
-        if env_id is None:
-            continue
-        module, _, name = env_id.rpartition(":")
-        if module:
-            try:
-                importlib.import_module(module)
-            except ImportError as exc:
-                raise ConfigError(
-                    f"{key}={env_id!r}: cannot import module {module!r}: {exc}"
-                ) from None
-        if name not in gym.registry:
-            raise ConfigError(
-                f"{key}: unknown environment {env_id!r}{did_you_mean(name, gym.registry)}"
-            )
-    if is_atari(config.id) and config.kwargs:
-        raise ConfigError(
-            f"env.kwargs={config.kwargs!r} is not used by Atari envs; use the env.* Atari "
-            "fields (frame_skip, noop_max, ...) instead"
-        )
+
+def eval_env_config(config: EnvConfig) -> EnvConfig:
+    """The env config evaluation (and its videos) play on: `env.eval_id` when set."""
+    return config if config.eval_id is None else replace(config, id=config.eval_id)
 
 
 def make_env(
     config: EnvConfig, num_envs: int, *, training: bool, num_threads: int = 1
 ) -> VectorEnvAdapter:
     """A vector env of `num_envs` copies; `training` turns on the training-only signal."""
-    if is_atari(config.id):
-        env = _make_atari(config, num_envs, num_threads)
-    else:
-        kwargs = dict(config.kwargs)
-        if config.max_episode_steps is not None:
-            kwargs["max_episode_steps"] = config.max_episode_steps
-        env = gym.make_vec(
-            config.id,
-            num_envs=num_envs,
-            vectorization_mode="sync",
-            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-            **kwargs,
-        )
+    env = family_of(config.id).make_vector_env(config, num_envs, num_threads)
     return VectorEnvAdapter(
         env,
         clip_rewards=training and config.clip_rewards,
         terminal_on_life_loss=training and config.terminal_on_life_loss,
-    )
-
-
-def _make_atari(config: EnvConfig, num_envs: int, num_threads: int) -> gym.vector.VectorEnv:
-    from ale_py.vector_env import AtariVectorEnv
-
-    register_atari()
-    game = gym.spec(config.id).kwargs["game"]
-    max_frames = ATARI_MAX_FRAMES
-    if config.max_episode_steps is not None:
-        max_frames = config.max_episode_steps * config.frame_skip
-    return AtariVectorEnv(
-        game,
-        num_envs,
-        num_threads=max(1, min(num_threads, num_envs)),
-        autoreset_mode=AutoresetMode.SAME_STEP,
-        stack_num=config.frame_stack,
-        frameskip=config.frame_skip,
-        noop_max=config.noop_max,
-        use_fire_reset=config.fire_reset,
-        repeat_action_probability=config.repeat_action_probability,
-        max_num_frames_per_episode=max_frames,
-        episodic_life=False,
-        reward_clipping=False,
     )
 
 
@@ -155,5 +88,5 @@ def spec_of(env: VectorEnvAdapter, config: EnvConfig) -> EnvSpec:
     return EnvSpec(
         observation_space=observation_space,
         action_space=env.single_action_space,
-        frame_stack=config.frame_stack if is_atari(config.id) else None,
+        frame_stack=family_of(config.id).frame_stack(config),
     )

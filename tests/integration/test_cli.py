@@ -56,7 +56,9 @@ def test_unknown_env_suggests_close_ids(runner, tmp_path):
 
 def test_unknown_key_and_unknown_preset(runner):
     assert_one_line_error(
-        run_cli(runner, "show-config", "--set", "replay.capacty=5"), "replay.capacty", "capacity"
+        run_cli(runner, "show-config", "--set", "algorithm.replay.capacty=5"),
+        "algorithm.replay.capacty",
+        "capacity",
     )
     assert_one_line_error(run_cli(runner, "train", "--config", "pong_dq"), "pong_dqn")
 

@@ -28,7 +28,7 @@ def test_impala_cartpole_reaches_the_threshold_with_ray(ray_cluster, tmp_path):
 def test_two_learners_keep_identical_parameters_and_learn(ray_cluster, tmp_path):
     result = rayrl.train(
         "cartpole_impala",
-        overrides=[*quiet(tmp_path), "run.seed=0", "algorithm.num_learners=2"],
+        overrides=[*quiet(tmp_path), "run.seed=0", "learner.num_learners=2"],
     )
     assert len(result.learner_digests) == 2
     assert len(set(result.learner_digests)) == 1
@@ -80,10 +80,15 @@ def test_eval_before_train_is_a_clear_error():
         rayrl.DistributedAgent("CartPole-v1").eval(2)
 
 
-def test_impala_local_runtime_smoke(tiny):
+def test_impala_local_runtime_smoke(tiny_run):
     result = rayrl.train(
         "cartpole_impala",
-        overrides=[*tiny, "run.runtime=local", "algorithm.num_steps=16", "learner.batch_size=4"],
+        overrides=[
+            *tiny_run,
+            "run.runtime=local",
+            "algorithm.num_steps=16",
+            "learner.batch_size=4",
+        ],
     )
     assert result.counters.updates > 0
     assert np.isfinite(result.final_eval.mean)

@@ -143,9 +143,9 @@ def test_submitted_training_job_runs_to_its_final_evaluation(ray_head, tmp_path)
             "--set", "run.total_env_steps=2048",
             "--set", "run.target_return=null",
             "--set", "run.eval_episodes=2",
-            "--set", "replay.min_size=256",
+            "--set", "algorithm.replay.min_size=256",
             "--set", "workers.envs_per_worker=4",
-            "--set", "workers.steps_per_chunk=16",
+            "--set", "algorithm.steps_per_chunk=16",
         ],
         ray_head,
     )  # fmt: skip

@@ -77,7 +77,7 @@ def test_resume_continues_counters_and_learner_state(tiny):
 
 
 def test_resume_with_saved_replay_needs_no_warm_up(tiny):
-    overrides = [*tiny, "run.runtime=local", "replay.save_with_checkpoint=true"]
+    overrides = [*tiny, "run.runtime=local", "algorithm.replay.save_with_checkpoint=true"]
     first = rayrl.train(None, overrides=overrides)
     assert (RunDirectory(first.run_dir).replay_path).is_file()
     resumed = rayrl.train(resume=first.run_dir, overrides=["run.total_env_steps=2304"])
@@ -93,7 +93,9 @@ def test_evaluate_loads_best_checkpoint(tiny):
 
 
 def test_prioritized_replay_trains(tiny):
-    result = rayrl.train(None, overrides=[*tiny, "run.runtime=local", "replay.prioritized=true"])
+    result = rayrl.train(
+        None, overrides=[*tiny, "run.runtime=local", "algorithm.replay.prioritized=true"]
+    )
     assert result.counters.updates > 0
     assert np.isfinite(result.final_eval.mean)
 
@@ -113,9 +115,9 @@ def test_checkpoints_are_loadable_with_weights_only(tiny):
             "pong_dqn",
             5000,  # the foundation issue's `--set run.total_env_steps=5000` run
             [
-                "replay.capacity=20000",
-                "replay.min_size=2048",
-                "replay.samples_per_insert=0.25",
+                "algorithm.replay.capacity=20000",
+                "algorithm.replay.min_size=2048",
+                "algorithm.replay.samples_per_insert=0.25",
                 "learner.batch_size=32",
             ],
         ),

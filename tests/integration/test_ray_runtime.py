@@ -63,8 +63,8 @@ def fault_run(tmp_path: Path, name: str, *extra: str) -> list[str]:
         "run.eval_episodes=2",
         "run.checkpoint_interval_env_steps=2048",
         "logging.log_interval_s=0.5",
-        "replay.min_size=512",
-        "replay.samples_per_insert=4",
+        "algorithm.replay.min_size=512",
+        "algorithm.replay.samples_per_insert=4",
         "learner.batch_size=64",
         "learner.sync_interval=10",
         *extra,
@@ -116,7 +116,7 @@ def test_killed_learner_is_restored_from_its_checkpoint(ray_cluster, tmp_path, c
     run_dir = tmp_path / "learner-kill"
     latest = run_dir / "checkpoints" / "latest.pt"
     killed = kill_actor_when("rayrl/learner-kill/learner", latest.is_file)
-    with caplog.at_level(logging.WARNING, logger="rayrl.driver"):
+    with caplog.at_level(logging.WARNING, logger="rayrl.ray"):
         result = rayrl.train(None, overrides=fault_run(tmp_path, "learner-kill"))
     assert killed.is_set()
     assert result.stop_reason == "total_env_steps reached"
@@ -132,7 +132,7 @@ def test_killed_learner_is_restored_from_its_checkpoint(ray_cluster, tmp_path, c
 def test_killed_replay_is_recreated_and_refilled(ray_cluster, tmp_path, caplog):
     run_dir = tmp_path / "replay-kill"
     killed = kill_actor_when("rayrl/replay-kill/replay", lambda: env_steps_logged(run_dir) >= 3072)
-    with caplog.at_level(logging.WARNING, logger="rayrl.driver"):
+    with caplog.at_level(logging.WARNING, logger="rayrl.ray"):
         result = rayrl.train(None, overrides=fault_run(tmp_path, "replay-kill"))
     assert killed.is_set()
     assert result.stop_reason == "total_env_steps reached"

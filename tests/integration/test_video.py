@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from rayrl.algorithms import ALGORITHMS
-from rayrl.config import load_config, with_overrides
 from rayrl.envs import env_spec
+from rayrl.presets import load_config, with_overrides
 from rayrl.video import record_episode
+from tests.parts import policy_for
 
 
 @pytest.mark.parametrize(
@@ -21,7 +21,7 @@ from rayrl.video import record_episode
 )
 def test_recorded_episode_is_an_mp4_played_by_the_trained_policy_shape(preset, overrides):
     config = with_overrides(load_config(preset), overrides)
-    policy = ALGORITHMS[config.algorithm.name].make_policy(config, env_spec(config.env), None)
+    policy = policy_for(config, env_spec(config.env), None)
     video = record_episode(config.env, policy, seed=0)
     assert video[4:8] == b"ftyp"  # an MP4 container
     assert len(video) > 1000

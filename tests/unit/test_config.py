@@ -5,21 +5,16 @@ from __future__ import annotations
 import pytest
 
 from rayrl.algorithms.dqn import DQNConfig
-from rayrl.config import (
-    Config,
-    config_from_dict,
-    config_to_yaml,
-    load_config,
-    preset_names,
-)
+from rayrl.config import config_to_yaml, preset_names
 from rayrl.errors import ConfigError
+from rayrl.presets import config_from_dict, load_config
 
 
 def test_presets_ship_with_the_package():
     assert {"cartpole_dqn", "pong_dqn"} <= set(preset_names())
 
 
-@pytest.mark.parametrize("name", ["cartpole_dqn", "pong_dqn"])
+@pytest.mark.parametrize("name", preset_names())
 def test_every_preset_loads_and_round_trips_through_yaml(name, tmp_path):
     config = load_config(name)
     path = tmp_path / "resolved.yaml"
@@ -67,7 +62,10 @@ def test_configs_are_frozen():
         ("learner.batch_size=0", r"learner.batch_size=0 is out of range; valid: >= 1"),
         ("learner.batch_size=abc", r"learner.batch_size='abc' is not valid; expected an integer"),
         ("learner.batch_size=1.5", r"learner.batch_size=1.5 is not valid; expected an integer"),
-        ("replay.prioritized=maybe", r"replay.prioritized='maybe' .* expected true or false"),
+        (
+            "algorithm.replay.prioritized=maybe",
+            r"algorithm.replay.prioritized='maybe' .* expected true or false",
+        ),
         ("run.runtime=gpu", r"run.runtime='gpu' .* expected one of 'ray', 'local'"),
         (
             "algorithm.name=dqnn",
@@ -77,7 +75,18 @@ def test_configs_are_frozen():
         ("env=3", r"env: expected a mapping of keys, got 3"),
         ("learner.lr", r"override 'learner.lr' must look like dotted.key=value"),
         ("learner.lr.x=1", r"'learner.lr' is a value, not a section"),
-        ("replay.min_size=10000000", r"replay.min_size=10000000 is larger than replay.capacity"),
+        (
+            "algorithm.replay.min_size=10000000",
+            r"algorithm.replay.min_size=10000000 is larger than algorithm.replay.capacity",
+        ),
+        (
+            "replay.capacity=5",
+            r"unknown key 'replay.capacity': it moved to 'algorithm.replay.capacity'",
+        ),
+        (
+            "workers.steps_per_chunk=5",
+            r"unknown key 'workers.steps_per_chunk': it moved to 'algorithm.steps_per_chunk'",
+        ),
     ],
 )
 def test_bad_values_name_the_key_the_value_and_what_is_valid(override, message):
@@ -104,19 +113,22 @@ def test_invalid_yaml(tmp_path):
 
 def test_local_runtime_needs_a_replay_ratio():
     with pytest.raises(ConfigError, match="samples_per_insert"):
-        load_config(None, ["run.runtime=local", "replay.samples_per_insert=null"])
+        load_config(None, ["run.runtime=local", "algorithm.replay.samples_per_insert=null"])
 
 
 def test_batch_larger_than_warm_up_is_rejected():
-    with pytest.raises(ConfigError, match=r"learner.batch_size=512 is larger than replay.min_size"):
-        load_config(None, ["learner.batch_size=512", "replay.min_size=256"])
+    with pytest.raises(
+        ConfigError, match=r"learner.batch_size=512 is larger than algorithm.replay.min_size"
+    ):
+        load_config(None, ["learner.batch_size=512", "algorithm.replay.min_size=256"])
 
 
 def test_config_from_dict_defaults_everything():
-    assert config_from_dict({}) == Config()
+    config = config_from_dict({})
+    assert config.algorithm == DQNConfig()
+    assert config.env.id == "CartPole-v1"
 
 
 def test_derived_sizes():
     config = load_config(None, ["workers.num_workers=3", "workers.envs_per_worker=5"])
     assert config.total_envs == 15
-    assert config.chunk_size == 5 * config.workers.steps_per_chunk

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from rayrl.algorithms.dqn import DQNLearner, make_policy
 from rayrl.algorithms.exploration import apex_epsilons, linear_epsilon
-from rayrl.config import load_config, with_overrides
 from rayrl.core import TransitionBatch
 from rayrl.envs import env_spec
+from rayrl.presets import load_config, with_overrides
+from tests.parts import learner_for, policy_for
 
 
 def test_apex_epsilons_follow_the_paper():
@@ -41,13 +41,13 @@ def test_each_worker_gets_its_slice_of_apex_epsilons(cartpole):
         ["algorithm.exploration=apex", "workers.num_workers=2", "workers.envs_per_worker=3"],
     )
     all_eps = apex_epsilons(6, 0.4, 7.0)
-    assert make_policy(apex, spec, 1).epsilon(0) == pytest.approx(all_eps[3:])
-    assert make_policy(apex, spec, None).epsilon(0) == 0.0  # evaluation: eval_epsilon
+    assert policy_for(apex, spec, 1).epsilon(0) == pytest.approx(all_eps[3:])
+    assert policy_for(apex, spec, None).epsilon(0) == 0.0  # evaluation: eval_epsilon
 
 
 def test_greedy_policy_is_deterministic_and_exploring_one_is_not(cartpole):
     config, spec = cartpole
-    policy = make_policy(config, spec, 0)
+    policy = policy_for(config, spec, 0)
     obs = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
     greedy = policy.act(obs, explore=False).actions
     assert np.array_equal(greedy, policy.act(obs, explore=False).actions)
@@ -70,7 +70,7 @@ def batch(obs, actions, rewards, discounts):
 
 def test_update_regresses_q_to_terminal_rewards(cartpole):
     config, spec = cartpole
-    learner = DQNLearner(config, spec)
+    learner = learner_for(with_overrides(config, ["algorithm.replay.prioritized=true"]), spec)
     obs = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
     fixed = batch(obs, [0, 1] * 4, np.arange(8), np.zeros(8))  # terminal: target = reward
     first = learner.update(fixed)
@@ -89,7 +89,7 @@ def test_hard_and_soft_target_updates(cartpole):
     config, spec = cartpole
 
     def learner_with(*overrides):
-        return DQNLearner(with_overrides(config, overrides), spec)
+        return learner_for(with_overrides(config, overrides), spec)
 
     obs = np.random.default_rng(2).normal(size=(8, 4)).astype(np.float32)
     fixed = batch(obs, [0] * 8, np.ones(8), np.zeros(8))
@@ -115,13 +115,13 @@ def test_hard_and_soft_target_updates(cartpole):
 
 def test_weights_round_trip_through_model_info(cartpole):
     config, spec = cartpole
-    learner = DQNLearner(config, spec)
+    learner = learner_for(config, spec)
     obs = np.random.default_rng(3).normal(size=(8, 4)).astype(np.float32)
     learner.update(batch(obs, [1] * 8, np.ones(8), np.zeros(8)))
     info = learner.get_weights()
     assert info.version == 1
     assert all(isinstance(v, np.ndarray) for v in info.weights.values())
-    policy = make_policy(config, spec, None)
+    policy = policy_for(config, spec, None)
     policy.set_weights(info)
     assert policy.version == 1
     with torch.no_grad():
@@ -131,6 +131,6 @@ def test_weights_round_trip_through_model_info(cartpole):
 
 def test_dueling_head_shapes():
     config = load_config(None, ["algorithm.dueling=true"])
-    learner = DQNLearner(config, env_spec(config.env))
+    learner = learner_for(config, env_spec(config.env))
     q = learner.online(torch.zeros(5, 4))
     assert q.shape == (5, 2)

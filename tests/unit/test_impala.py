@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from rayrl.algorithms.impala import ImpalaLearner, make_policy
-from rayrl.config import load_config, with_overrides
 from rayrl.core import StepBatch, Unrolls
 from rayrl.envs import env_spec
 from rayrl.errors import ConfigError
+from rayrl.presets import load_config, with_overrides
 from rayrl.processing import UnrollProcessor
 from rayrl.trajectory_queue import TrajectoryQueue
+from tests.parts import learner_for, policy_for
 
 
 def step(t: int, num_envs: int = 2, truncate_env: int | None = None) -> StepBatch:
@@ -96,7 +96,7 @@ def cartpole():
 
 def test_policy_samples_when_exploring_and_takes_the_mode_otherwise(cartpole):
     config, spec = cartpole
-    policy = make_policy(config, spec, 0)
+    policy = policy_for(config, spec, 0)
     obs = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32)
     greedy = policy.act(obs, explore=False)
     again = policy.act(obs, explore=False)
@@ -111,7 +111,7 @@ def test_update_learns_to_prefer_rewarded_actions(cartpole):
     """One state, one-step episodes: the baseline learns the mean reward, so the action that
     pays gets a positive advantage and the policy moves to it."""
     config, spec = cartpole
-    learner = ImpalaLearner(config, spec)
+    learner = learner_for(config, spec)
     rng = np.random.default_rng(0)
     obs = np.broadcast_to(rng.normal(size=4).astype(np.float32), (16, 9, 4)).copy()
     actions = rng.integers(0, 2, size=(16, 8))
@@ -142,7 +142,7 @@ def test_update_learns_to_prefer_rewarded_actions(cartpole):
 def test_gaussian_head_for_box_actions():
     config = load_config("cartpole_impala", ["env.id=Pendulum-v1", "algorithm.hidden_sizes=[16]"])
     spec = env_spec(config.env)
-    policy = make_policy(config, spec, 0)
+    policy = policy_for(config, spec, 0)
     out = policy.act(np.zeros((5, 3), dtype=np.float32), explore=True)
     assert out.actions.shape == (5, 1)
     assert out.extras["logp"].shape == (5,)
@@ -152,12 +152,12 @@ def test_queue_too_small_for_the_learners_is_rejected():
     with pytest.raises(ConfigError, match=r"algorithm\.num_storages=8 cannot hold"):
         load_config(
             "cartpole_impala",
-            ["algorithm.num_storages=8", "learner.batch_size=8", "algorithm.num_learners=2"],
+            ["algorithm.num_storages=8", "learner.batch_size=8", "learner.num_learners=2"],
         )
 
 
 def test_several_learners_need_the_ray_runtime():
     with pytest.raises(ConfigError, match="needs the Ray runtime"):
         with_overrides(
-            load_config("cartpole_impala"), ["algorithm.num_learners=2", "run.runtime=local"]
+            load_config("cartpole_impala"), ["learner.num_learners=2", "run.runtime=local"]
         )

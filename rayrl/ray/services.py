@@ -1,14 +1,14 @@
 """The process shells around the experience store and the learner, for the Ray runtime.
 
-The algorithm objects (`ReplayStore`, `TrajectoryQueue`, `DQNLearner`, `ImpalaLearner`) do
-not know about processes; these shells give them what a long-lived actor needs (Sample
-Factory's learner vs learner_worker split): the experience service makes the store's limits
-*wait* instead of refuse, so a learner that asks too early simply gets its batch later and
-workers that run ahead are held back; the learner service pulls batches from that actor
-itself, keeping requests in flight so that it does not wait on it, sends priorities back
-without waiting, and joins its peers' process group when there are several learners.
+The algorithm objects (`ReplayStore`, `TrajectoryQueue`, the learners) do not know about
+processes; these shells give them what a long-lived actor needs (Sample Factory's learner
+vs learner_worker split): the experience service makes the store's limits *wait* instead
+of refuse, so a learner that asks too early simply gets its batch later and workers that
+run ahead are held back; the learner service pulls batches from that actor itself, keeping
+requests in flight so that it does not wait on it, sends priorities back without waiting,
+and joins its peers' process group when there are several learners.
 
-`rayrl.runtime` turns both into Ray actors.
+`rayrl.ray.factory` turns both into Ray actors.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ import torch.distributed as dist
 
 from rayrl.algorithms import ALGORITHMS
 from rayrl.checkpoint import to_numpy_tree
-from rayrl.config import Config
+from rayrl.config import AlgorithmConfig, LearnerConfig, RunConfig
+from rayrl.contract import Family, Learner, PersistentStore
 from rayrl.core import ModelInfo, StoreStats
-from rayrl.envs import EnvSpec
+from rayrl.envs.spec import EnvSpec
 
 
 class ExperienceService:
@@ -44,12 +45,17 @@ class ExperienceService:
     twice the CPU per call.)
     """
 
-    def __init__(self, config: Config, spec: EnvSpec, restore: Path | None = None) -> None:
-        self.store = ALGORITHMS[config.algorithm.name].make_store(config, spec)
+    def __init__(self, family: Family, settings: Any, restore: Path | None = None) -> None:
+        self.store = family.make_store(settings)
         if restore is not None and restore.is_file():
-            self.store.load(restore)
+            self._persistent().load(restore)
         self._changed = threading.Condition()
         self._stopped = False
+
+    def _persistent(self) -> PersistentStore:
+        if not isinstance(self.store, PersistentStore):
+            raise TypeError(f"{type(self.store).__name__} cannot be saved with a checkpoint")
+        return self.store
 
     def add(self, chunk: Any) -> int:
         """Insert a chunk once the store takes it; returns the items inserted."""
@@ -84,9 +90,9 @@ class ExperienceService:
             return self.store.stats()
 
     def save(self, path: Path) -> int:
-        """Write the replay buffer to `path` (on this actor's node); returns its size."""
+        """Write the store to `path` (on this actor's node); returns its size."""
         with self._changed:
-            self.store.save(path)
+            self._persistent().save(path)
             return self.store.stats().size
 
     def stop(self) -> None:
@@ -110,36 +116,43 @@ class LearnerReport:
     store_stopped: bool = False
 
 
+@dataclass(frozen=True)
+class LearnerStart:
+    """Where a learner starts from: a checkpoint's state (a resume or a restore), or acting
+    weights to warm-start from, or (both None) fresh."""
+
+    state: dict[str, Any] | None = None
+    warm_start: ModelInfo | None = None
+
+
 class LearnerService:
     """The learner, pulling its own batches from the experience actor.
 
-    With several learners (`algorithm.num_learners`), rank 0 offers an address
+    With several learners (`learner.num_learners`), rank 0 offers an address
     (`group_address`), every learner calls `join_group` with it at once, and only then
     builds its learner, whose network torch's DistributedDataParallel wraps.
     """
 
     def __init__(
         self,
-        config: Config,
+        algorithm: AlgorithmConfig,
         spec: EnvSpec,
+        settings: LearnerConfig,
+        run: RunConfig,
         store: Any,
-        state: dict[str, Any] | None = None,
-        warm_start: ModelInfo | None = None,
+        start: LearnerStart,
     ) -> None:
-        torch.set_num_threads(config.learner.num_threads)
-        self.config = config
+        torch.set_num_threads(settings.num_threads)
+        self.algorithm = algorithm
         self.spec = spec
+        self.settings = settings
+        self.run = run
         self.store = store
-        self.state = state
-        self.warm_start = warm_start
-        self.batch_size = config.learner.batch_size
-        self.batches_per_request = config.learner.batches_per_request
-        self.prefetch = config.learner.prefetch_requests
-        self.prioritized = config.replay.prioritized
-        self.learner: Any = None
+        self.start = start
+        self.learner: Learner | None = None
         self._requests: deque = deque()
         self._batches: deque = deque()
-        if getattr(config.algorithm, "num_learners", 1) == 1:
+        if settings.num_learners == 1:
             self._build()
 
     def group_address(self) -> tuple[str, int]:
@@ -152,7 +165,7 @@ class LearnerService:
     def join_group(self, address: tuple[str, int], rank: int, world_size: int) -> None:
         """Join the learners' process group (blocks until all have joined), then build."""
         host, port = address
-        on_gpu = torch.cuda.is_available() and self.config.learner.device != "cpu"
+        on_gpu = torch.cuda.is_available() and self.settings.device != "cpu"
         backend = "nccl" if on_gpu else "gloo"
         dist.init_process_group(
             backend, init_method=f"tcp://{host}:{port}", rank=rank, world_size=world_size
@@ -170,12 +183,18 @@ class LearnerService:
         return bool(flag.item())
 
     def _build(self) -> None:
-        self.learner = ALGORITHMS[self.config.algorithm.name].make_learner(self.config, self.spec)
-        if self.state is not None:
-            self.learner.load_state_dict(self.state)
-        elif self.warm_start is not None:
-            self.learner.set_policy_weights(self.warm_start)
-        self.state = self.warm_start = None
+        make_learner = ALGORITHMS[self.algorithm.name].make_learner
+        self.learner = make_learner(self.algorithm, self.spec, self.settings, self.run)
+        if self.start.state is not None:
+            self.learner.load_state_dict(self.start.state)
+        elif self.start.warm_start is not None:
+            self.learner.set_policy_weights(self.start.warm_start)
+        self.start = LearnerStart()
+
+    @property
+    def _learner(self) -> Learner:
+        assert self.learner is not None, "the learner is built once its group has formed"
+        return self.learner
 
     def set_store(self, store: Any) -> None:
         """Use a new experience actor (after the old one died)."""
@@ -185,10 +204,12 @@ class LearnerService:
 
     def _next_batch(self) -> Any:
         while not self._batches:
-            while len(self._requests) < self.prefetch:
+            while len(self._requests) < self.settings.prefetch_requests:
                 self._requests.append(
                     self.store.sample.remote(
-                        self.batch_size, self.batches_per_request, self.learner.updates
+                        self.settings.batch_size,
+                        self.settings.batches_per_request,
+                        self._learner.updates,
                     )
                 )
             batches = ray.get(self._requests.popleft())
@@ -201,7 +222,7 @@ class LearnerService:
         """Where this learner runs: Ray node id and torch device."""
         return {
             "node_id": ray.get_runtime_context().get_node_id(),
-            "device": str(self.learner.device),
+            "device": str(self._learner.device),
         }
 
     def train(self, num_updates: int) -> tuple[LearnerReport, ModelInfo]:
@@ -220,12 +241,12 @@ class LearnerService:
                 stopped = True
                 break
             t0 = time.perf_counter()
-            result = self.learner.update(batch)
+            result = self._learner.update(batch)
             update_s += time.perf_counter() - t0
             done += 1
             for key, value in result.metrics.items():
                 metrics[key].append(value)
-            if self.prioritized and result.priorities is not None:
+            if result.priorities is not None:
                 indices.append(batch.indices)
                 priorities.append(result.priorities)
         if indices:  # one message per call, not per update; nobody waits for it
@@ -234,25 +255,25 @@ class LearnerService:
             metrics["learner/update_ms"] = [1000 * update_s / done]
         report = LearnerReport(
             updates=done,
-            total_updates=self.learner.updates,
+            total_updates=self._learner.updates,
             update_s=update_s,
             wall_s=time.perf_counter() - start,
-            sampled=done * self.batch_size,
+            sampled=done * self.settings.batch_size,
             metrics=dict(metrics),
             store_stopped=stopped,
         )
-        return report, self.learner.get_weights()
+        return report, self._learner.get_weights()
 
     def weights(self) -> ModelInfo:
-        return self.learner.get_weights()
+        return self._learner.get_weights()
 
     def state(self) -> dict[str, Any]:
         """The full learner state as numpy (faster through the object store than tensors)."""
-        return to_numpy_tree(self.learner.state_dict())
+        return to_numpy_tree(self._learner.state_dict())
 
     def parameters_digest(self) -> str:
         """A hash of the network parameters (learners in one group must agree)."""
         digest = hashlib.sha256()
-        for value in self.learner.get_weights().weights.values():
+        for value in self._learner.get_weights().weights.values():
             digest.update(np.ascontiguousarray(value).tobytes())
         return digest.hexdigest()

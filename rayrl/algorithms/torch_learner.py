@@ -1,0 +1,101 @@
+"""What every torch learner shares, so that an algorithm's learner holds only its networks,
+its optimizer and its update.
+
+`TorchLearner` seeds torch, resolves the device, wraps the trained network for gradient
+all-reduce when the learner is one of several (`learner.num_learners`: torch's
+DistributedDataParallel, gloo on CPU, NCCL on GPU), turns batches into tensors, takes the
+optimizer step with gradient clipping, publishes the acting network's weights and saves
+and restores its named components for checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from rayrl.algorithms.networks import load_numpy_state_dict, numpy_state_dict, resolve_device
+from rayrl.config import LearnerConfig
+from rayrl.core import ModelInfo
+
+logger = logging.getLogger(__name__)
+
+
+class TorchLearner(ABC):
+    """Base of the torch learners. A subclass builds its networks after `super().__init__`
+    (so that they start from the run's seed), sets `acting_network` (what workers act
+    with) and `optimizer`, and lists its checkpointed parts in `components`."""
+
+    acting_network: nn.Module
+    optimizer: torch.optim.Optimizer
+
+    def __init__(self, settings: LearnerConfig, seed: int) -> None:
+        torch.manual_seed(seed)
+        self.settings = settings
+        self.device = resolve_device(settings.device)
+        if self.device.type == "cpu" and settings.device == "auto":
+            logger.info("learner: torch sees no CUDA device; training on CPU")
+        self.updates = 0
+
+    @staticmethod
+    def all_reduced(network: nn.Module) -> nn.Module:
+        """`network` wrapped so that backward all-reduces its gradients with the other
+        learners of the process group, when there is one (parameters are broadcast from
+        rank 0 on wrapping); `network` itself otherwise."""
+        if dist.is_available() and dist.is_initialized():
+            return nn.parallel.DistributedDataParallel(network)
+        return network
+
+    def tensor(self, array: np.ndarray) -> torch.Tensor:
+        """A batch array on the learner's device."""
+        # batches from Ray's object store are read-only views, which torch will not wrap
+        writable = np.require(array, requirements="CW")
+        return torch.from_numpy(writable).to(self.device, non_blocking=True)
+
+    def step(self, loss: torch.Tensor) -> torch.Tensor:
+        """Backward, clip the global gradient norm to `learner.max_grad_norm`, optimizer
+        step; returns the norm before clipping."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        max_norm = self.settings.max_grad_norm or math.inf
+        grad_norm = nn.utils.clip_grad_norm_(self.acting_network.parameters(), max_norm)
+        self.optimizer.step()
+        return grad_norm
+
+    @abstractmethod
+    def components(self) -> dict[str, Any]:
+        """The parts a checkpoint holds, by name (each with `state_dict`/`load_state_dict`)."""
+
+    def get_weights(self) -> ModelInfo:
+        weights = numpy_state_dict(self.acting_network)
+        return ModelInfo(self.updates, weights, published_at=time.time())
+
+    def set_policy_weights(self, info: ModelInfo) -> None:
+        """Start from these acting weights (a warm start; the optimizer starts fresh)."""
+        load_numpy_state_dict(self.acting_network, info.weights)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {name: part.state_dict() for name, part in self.components().items()}
+        return {**state, "updates": self.updates}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for name, part in self.components().items():
+            part.load_state_dict(state[name])
+        self.updates = int(state["updates"])
+
+
+def linear_decay(optimizer: torch.optim.Optimizer, total_updates: int, enabled: bool) -> Any:
+    """A learning-rate schedule falling linearly from the configured rate to 0 at
+    `total_updates` (constant when not `enabled`)."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda updates: max(0.0, 1.0 - updates / total_updates) if enabled else 1.0,
+    )

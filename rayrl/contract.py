@@ -1,0 +1,220 @@
+"""The algorithm contract: what an algorithm is made of, as Protocols the code annotates with.
+
+An `Algorithm` names its config class, its experience family and two builders: the policy
+(CPU, in every rollout worker and the evaluator) and the learner (in the learner process,
+on the configured device). The family (`rayrl.families`: off-policy replay or on-policy
+unrolls) builds the step processor that turns env steps into chunks and the experience
+store that holds them for the learner, and makes the family's config checks, so an
+algorithm module states only what is its own. Both runtimes use only what is written here::
+
+    policy = algorithm.make_policy(config.algorithm, spec, Acting(seed, i, envs, workers))
+    processor = algorithm.family.make_processor(config.algorithm, spec, num_envs)
+    store = algorithm.family.make_store(algorithm.family.store_settings(config, spec))
+    learner = algorithm.make_learner(config.algorithm, spec, config.learner, config.run)
+
+    out = policy.act(obs, explore=True, env_steps=n)       # worker: act, step, process
+    processor.process(env.step(out.actions, out.extras), policy.version)
+    store.add(processor.flush())                           # a chunk per request
+    (batch,) = store.sample(batch_size, 1, learner.updates)
+    result = learner.update(batch)                         # one optimization step
+    store.update_priorities(batch.indices, result.priorities)
+    policy.set_weights(learner.get_weights())              # every sync_interval updates
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+
+import numpy as np
+
+from rayrl.config import AlgorithmConfig, Config, LearnerConfig, RunConfig
+from rayrl.core import ModelInfo, PolicyOutput, StepBatch, StoreStats, UpdateResult
+from rayrl.envs.spec import EnvSpec
+from rayrl.seeding import derive_seed
+
+if TYPE_CHECKING:
+    import torch
+
+C = TypeVar("C", bound=AlgorithmConfig)
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Acting:
+    """Whom a policy acts for: a rollout worker's envs (with their share of the fleet's
+    exploration), or the evaluation."""
+
+    run_seed: int
+    worker_index: int | None = None
+    """The rollout worker; None for the evaluation policy."""
+    envs_per_worker: int = 1
+    num_workers: int = 1
+
+    @classmethod
+    def for_evaluation(cls, run_seed: int) -> Acting:
+        return cls(run_seed)
+
+    @property
+    def evaluation(self) -> bool:
+        return self.worker_index is None
+
+    @property
+    def env_slots(self) -> range:
+        """This worker's envs among all the fleet's (`fleet_envs`) envs."""
+        first = (self.worker_index or 0) * self.envs_per_worker
+        return range(first, first + self.envs_per_worker)
+
+    @property
+    def fleet_envs(self) -> int:
+        return self.num_workers * self.envs_per_worker
+
+    @property
+    def seed(self) -> int:
+        """This policy's own random stream (exploration, sampling)."""
+        index = -1 if self.worker_index is None else self.worker_index
+        return derive_seed(self.run_seed, "policy", index + 1)
+
+
+class Policy(Protocol):
+    """Acts in the workers and the evaluator (CPU, no optimizer)."""
+
+    version: int
+    """The version of the weights it acts with (0 before any arrive)."""
+
+    def act(self, obs: np.ndarray, *, explore: bool, env_steps: int = 0) -> PolicyOutput:
+        """Actions for a batch of observations; `explore` is False for evaluation;
+        `env_steps` (the run's) drives exploration schedules."""
+        ...
+
+    def set_weights(self, info: ModelInfo) -> None: ...
+
+
+class Learner(Protocol):
+    """Owns the trainable networks and their optimizer."""
+
+    updates: int
+    """Optimization steps so far; the version of the weights it publishes."""
+    device: torch.device
+
+    def update(self, batch: Any) -> UpdateResult:
+        """One optimization step on a batch from the store."""
+        ...
+
+    def get_weights(self) -> ModelInfo:
+        """The acting network's weights as numpy arrays, versioned by `updates`."""
+        ...
+
+    def set_policy_weights(self, info: ModelInfo) -> None:
+        """Start from these acting weights (a warm start; the optimizer starts fresh)."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed run continues from: networks, optimizer, schedules, count."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+class Chunk(Protocol):
+    """What a processor flushes and a store adds: a `TransitionChunk` or `Unrolls`."""
+
+    def __len__(self) -> int: ...
+
+    @property
+    def policy_version(self) -> int: ...
+
+
+class StepProcessor(Protocol):
+    """Turns env steps into what the store keeps (n-step transitions, unrolls)."""
+
+    def process(self, step: StepBatch, policy_version: int) -> None: ...
+
+    def flush(self) -> Chunk:
+        """Everything completed since the last flush, as one chunk."""
+        ...
+
+
+class ExperienceStore(Protocol):
+    """Where chunks wait for the learner: a replay buffer with its samples-per-insert
+    limit (off-policy), or a bounded queue of unrolls (on-policy). Never blocks: callers
+    that must wait (the Ray experience actor) wait on `can_insert` / `can_sample`."""
+
+    items_per_chunk: int
+    """Items (transitions or unrolls) a worker chunk adds, about."""
+
+    def can_insert(self, count: int) -> bool: ...
+
+    def add(self, chunk: Any) -> int:
+        """Insert a chunk; returns the items inserted."""
+        ...
+
+    def can_sample(self, batch_size: int, num_batches: int, learner_version: int) -> bool: ...
+
+    def sample(self, batch_size: int, num_batches: int, learner_version: int) -> list[Any]: ...
+
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None: ...
+
+    def stats(self) -> StoreStats: ...
+
+
+@runtime_checkable
+class PersistentStore(ExperienceStore, Protocol):
+    """A store that can be saved beside a checkpoint and refilled on resume (the optional
+    capability: runtimes check for it with `isinstance`)."""
+
+    def save(self, path: Path) -> None: ...
+
+    def load(self, path: Path) -> None: ...
+
+
+@dataclass(frozen=True)
+class StoreKind:
+    """How a family's store is named in metrics, logs and actor names."""
+
+    namespace: str
+    """Metric namespace and actor role: "replay" or "queue"."""
+    items: str
+    """What it holds: "transitions" or "unrolls"."""
+    drops_stale: bool
+    """Whether it discards items too old to learn from (reported as `<namespace>/dropped_stale`)."""
+
+
+class Family(Protocol[C, S]):
+    """How experience flows for a kind of algorithm: off-policy (n-step transitions into a
+    rate-limited replay) or on-policy (unrolls into a queue with a policy-lag limit). Its
+    config checks are the family config class's `check` (`rayrl.families`)."""
+
+    store: StoreKind
+
+    def chunk_steps(self, algo: C) -> int:
+        """Vector-env steps a worker takes per chunk."""
+        ...
+
+    def make_processor(self, algo: C, spec: EnvSpec, num_envs: int) -> StepProcessor: ...
+
+    def store_settings(self, config: Config, spec: EnvSpec) -> S:
+        """Everything the store reads, as plain, picklable values (no torch)."""
+        ...
+
+    def make_store(self, settings: S) -> ExperienceStore: ...
+
+    def persists(self, algo: C) -> bool:
+        """Whether the store is saved with each checkpoint (then it is a `PersistentStore`)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Algorithm(Generic[C]):
+    """An algorithm: its config, its family and builders for its own parts."""
+
+    name: str
+    config_class: type[C]
+    family: Family[C, Any]
+    make_policy: Callable[[C, EnvSpec, Acting], Policy]
+    """(algorithm config, env spec, whom it acts for) -> a CPU policy."""
+    make_learner: Callable[[C, EnvSpec, LearnerConfig, RunConfig], Learner]
+    """(algorithm config, env spec, learner settings, run settings) -> the learner, on the
+    configured device; it reads the run's seed and step budget (for schedules)."""

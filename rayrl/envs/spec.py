@@ -1,0 +1,66 @@
+"""What an env family provides, and what the rest of rayrl knows about an env.
+
+An env family (plain gymnasium ids, Atari through ale-py, ...) is one module that turns an
+`EnvConfig` into the three things rayrl needs: the training vector env (in gymnasium's
+SAME_STEP autoreset mode, which `rayrl.envs.adapter` resolves), a single rendering env
+for evaluation videos that shows the policy the observations it trained on, and the spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import gymnasium as gym
+
+from rayrl.config import EnvConfig
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What the rest of rayrl needs to know about an env, without holding one open."""
+
+    observation_space: gym.spaces.Space
+    action_space: gym.spaces.Space
+    frame_stack: int | None
+    """Frames per observation for stacked (Atari) observations; None when unstacked."""
+
+
+class EnvFamily(Protocol):
+    """A kind of environment id and how to build it. Used like::
+
+    family = family_of(config.id)
+    family.check(config)                                  # before anything starts
+    vector_env = family.make_vector_env(config, num_envs, num_threads)
+    video_env = family.make_render_env(config, wrap_raw=RecordVideo)
+    """
+
+    name: str
+
+    def owns(self, env_id: str) -> bool:
+        """Whether `env_id` belongs to this family."""
+        ...
+
+    def check(self, config: EnvConfig, key: str = "env.id") -> None:
+        """Raise a `ConfigError` naming the field if `config` cannot make this family's env;
+        `key` is the field that named `config.id` (`env.eval_id` for the evaluation env)."""
+        ...
+
+    def make_vector_env(
+        self, config: EnvConfig, num_envs: int, num_threads: int
+    ) -> gym.vector.VectorEnv:
+        """`num_envs` copies in SAME_STEP autoreset mode, without the training-only signal
+        (reward clipping, episodic life), which the adapter applies."""
+        ...
+
+    def make_render_env(
+        self, config: EnvConfig, wrap_raw: Callable[[gym.Env], gym.Env] = lambda env: env
+    ) -> gym.Env:
+        """One env rendering `rgb_array` frames whose observations are the training ones;
+        `wrap_raw` is applied to the raw env first (a video recorder records full frames)."""
+        ...
+
+    def frame_stack(self, config: EnvConfig) -> int | None:
+        """Frames stacked per observation, or None for unstacked observations."""
+        ...

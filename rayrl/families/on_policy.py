@@ -1,0 +1,85 @@
+"""The on-policy family: fixed-length unrolls with behaviour log-probabilities into a bounded
+queue, each learned from once, with unrolls too old for the learner dropped and counted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rayrl.config import AlgorithmConfig, Config, LearnerConfig, RunConfig
+from rayrl.contract import StoreKind
+from rayrl.envs.spec import EnvSpec
+from rayrl.errors import ConfigError
+from rayrl.processing import UnrollProcessor
+from rayrl.strict import bounded
+from rayrl.trajectory_queue import TrajectoryQueue
+
+
+@dataclass(frozen=True)
+class OnPolicyConfig(AlgorithmConfig):
+    """Settings every on-policy algorithm has: the unroll length and the queue."""
+
+    num_steps: int = bounded(80, ge=1)
+    """Unroll length: env steps per env in every unroll a worker returns."""
+    num_storages: int = bounded(64, ge=1)
+    """Queue slots, one unroll each, between workers and learners; workers wait when full."""
+    max_policy_lag: int = bounded(50, ge=0)
+    """Unrolls acted by weights more than this many versions (updates) older than the
+    learner's are dropped and counted instead of learned from."""
+
+    def check(self, config: Config) -> None:
+        super().check(config)
+        learner = config.learner
+        needed = learner.num_learners * learner.batch_size * learner.batches_per_request
+        if self.num_storages < needed:
+            raise ConfigError(
+                f"algorithm.num_storages={self.num_storages} cannot hold one request of every "
+                f"learner: it must be at least learner.num_learners x learner.batch_size x "
+                f"learner.batches_per_request = {needed}"
+            )
+
+
+def planned_updates(algo: OnPolicyConfig, learner: LearnerConfig, run: RunConfig) -> int:
+    """Updates the run's env-step budget pays for (each learner update consumes
+    `learner.batch_size` unrolls of `num_steps` steps, on each of the learners): the length
+    of linear schedules."""
+    steps_per_update = learner.batch_size * algo.num_steps * learner.num_learners
+    return max(1, run.total_env_steps // steps_per_update)
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """What the unroll queue reads."""
+
+    num_storages: int
+    max_policy_lag: int
+    items_per_chunk: int
+
+
+class OnPolicy:
+    store = StoreKind(namespace="queue", items="unrolls", drops_stale=True)
+
+    def chunk_steps(self, algo: OnPolicyConfig) -> int:
+        return algo.num_steps
+
+    def make_processor(self, algo: OnPolicyConfig, spec: EnvSpec, num_envs: int) -> UnrollProcessor:
+        return UnrollProcessor(num_envs, algo.num_steps)
+
+    def store_settings(self, config: Config, spec: EnvSpec) -> QueueSettings:
+        algo = config.algorithm
+        assert isinstance(algo, OnPolicyConfig)
+        return QueueSettings(
+            num_storages=algo.num_storages,
+            max_policy_lag=algo.max_policy_lag,
+            items_per_chunk=config.workers.envs_per_worker,
+        )
+
+    def make_store(self, settings: QueueSettings) -> TrajectoryQueue:
+        return TrajectoryQueue(
+            settings.num_storages, settings.max_policy_lag, settings.items_per_chunk
+        )
+
+    def persists(self, algo: OnPolicyConfig) -> bool:
+        return False
+
+
+ON_POLICY = OnPolicy()

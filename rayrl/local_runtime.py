@@ -1,0 +1,181 @@
+"""The local runtime: the same workers, store, learner and evaluator as the Ray runtime,
+taking turns in one process. For debugging, tests and small problems.
+
+Each round, every worker delivers one chunk into the algorithm's experience store, and the
+learner then updates as long as the store can serve a batch: as the samples-per-insert
+ratio allows for replay (training every N env steps with K updates is samples_per_insert =
+K * batch / N), or while enough fresh unrolls are queued for on-policy algorithms. How the
+run stops and ends is `rayrl.run_policy`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rayrl.algorithms import ALGORITHMS
+from rayrl.checkpoint import load_learner_state, load_policy
+from rayrl.config import Config
+from rayrl.contract import PersistentStore
+from rayrl.core import EvalResult, StoreStats
+from rayrl.evaluation import Evaluator
+from rayrl.run_policy import TrainResult, finish_run, run_until_stopped
+from rayrl.session import TrainingSession
+from rayrl.worker import RolloutWorker
+
+logger = logging.getLogger(__name__)
+
+
+class LocalRuntime:
+    """One process: `round` is one turn of every worker with the learner in between."""
+
+    def __init__(
+        self, config: Config, session: TrainingSession, resume: dict[str, Any] | None
+    ) -> None:
+        torch.set_num_threads(config.learner.num_threads)
+        self.config = config
+        self.session = session
+        algorithm = ALGORITHMS[config.algorithm.name]
+        self.workers = [
+            RolloutWorker(config.env, config.workers, config.algorithm, config.run.seed, i)
+            for i in range(config.workers.num_workers)
+        ]
+        spec = self.workers[0].spec
+        self.learner = algorithm.make_learner(config.algorithm, spec, config.learner, config.run)
+        self.evaluator = Evaluator(
+            config.env, config.algorithm, config.run.eval_episodes, config.run.seed
+        )
+        self.store = algorithm.family.make_store(algorithm.family.store_settings(config, spec))
+        self.persist = algorithm.family.persists(config.algorithm)
+        replay_path = session.run_dir.replay_path
+        if resume is not None:
+            load_learner_state(self.learner, resume, session.run_dir.latest_checkpoint)
+            if self.persist and replay_path.is_file():
+                self._persistent_store().load(replay_path)
+                logger.info(
+                    "replay refilled with %d transitions from the checkpoint",
+                    self.store.stats().size,
+                )
+        elif config.run.init_checkpoint is not None:
+            warm_start = load_policy(Path(config.run.init_checkpoint), algorithm.name)
+            self.learner.set_policy_weights(warm_start)
+        self.policy = self.learner.get_weights()
+        for worker in self.workers:
+            worker.set_weights(self.policy)
+        self.metrics: dict[str, list[float]] = defaultdict(list)
+
+    def _persistent_store(self) -> PersistentStore:
+        if not isinstance(self.store, PersistentStore):
+            raise TypeError(f"{type(self.store).__name__} cannot be saved with a checkpoint")
+        return self.store
+
+    # ---- one round -----------------------------------------------------------------------
+
+    def _can_update(self) -> bool:
+        return self.store.can_sample(self.config.learner.batch_size, 1, self.learner.updates)
+
+    def _update(self) -> None:
+        (batch,) = self.store.sample(self.config.learner.batch_size, 1, self.learner.updates)
+        result = self.learner.update(batch)
+        if result.priorities is not None:
+            self.store.update_priorities(batch.indices, result.priorities)
+        for key, value in result.metrics.items():
+            self.metrics[key].append(value)
+
+    def _updates_while(self, condition: Any) -> float:
+        """Update while `condition()` holds; returns the seconds it took."""
+        start = time.perf_counter()
+        while condition():
+            self._update()
+        return time.perf_counter() - start
+
+    def round(self) -> None:
+        session, counters = self.session, self.session.counters
+        for worker in self.workers:
+            round_start = time.perf_counter()
+            updates_before = self.learner.updates
+            # make room first when the store refuses the chunk (the replay ratio, a full queue)
+            update_s = self._updates_while(
+                lambda: not self.store.can_insert(self.store.items_per_chunk) and self._can_update()
+            )
+            chunk, stats = worker.sample(counters.env_steps)
+            inserted = self.store.add(chunk)
+            counters.env_steps += stats.env_steps
+            counters.episodes += len(stats.episode_returns)
+            session.stats.add_chunk(stats, self.learner.updates)
+            session.stats.add_inserted(inserted)
+            update_s += self._updates_while(self._can_update)
+            done = self.learner.updates - updates_before
+            session.stats.add_updates(
+                dict(self.metrics),
+                done,
+                update_s,
+                time.perf_counter() - round_start,
+                sampled=done * self.config.learner.batch_size,
+            )
+            self.metrics.clear()
+            counters.updates = self.learner.updates
+            if self.learner.updates - self.policy.version >= self.config.learner.sync_interval:
+                self._publish()
+        if session.eval_due():
+            session.eval_started()
+            self._evaluate()
+        if session.checkpoint_due():
+            session.checkpoint_started()
+            self._checkpoint(periodic=True)
+        session.log_if_due(self.store.stats())
+
+    def _publish(self) -> None:
+        self.policy = self.learner.get_weights()
+        for worker in self.workers:
+            worker.set_weights(self.policy)
+
+    def _evaluate(self) -> EvalResult:
+        self._publish()
+        result = self.evaluator.evaluate(
+            self.policy, self.config.run.eval_episodes, self.session.video_due()
+        )
+        if self.session.record_eval(result, self.session.counters.env_steps):
+            self._checkpoint(best=True)
+        return result
+
+    def _checkpoint(self, best: bool = False, periodic: bool = False) -> None:
+        if self.persist and not best:
+            self._persistent_store().save(self.session.run_dir.replay_path)
+        self.session.save_checkpoint(
+            self.learner.state_dict(), self.learner.get_weights(), best=best, periodic=periodic
+        )
+
+    # ---- the end (rayrl.run_policy.RunEnd) -------------------------------------------------
+
+    def final_evaluation(self) -> EvalResult | None:
+        return self._evaluate()
+
+    def final_checkpoint(self, periodic: bool) -> None:
+        self.session.counters.updates = self.learner.updates
+        self._checkpoint(periodic=periodic)
+
+    def store_stats(self) -> StoreStats | None:
+        return self.store.stats()
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.close()
+        self.evaluator.close()
+
+
+def train_local(
+    config: Config, session: TrainingSession, resume: dict[str, Any] | None
+) -> TrainResult:
+    """Train in this process until a stop condition; Ctrl-C stops after a checkpoint."""
+    runtime = LocalRuntime(config, session, resume)
+    try:
+        reason = run_until_stopped(session, runtime.round)
+        return finish_run(session, reason, runtime)
+    finally:
+        runtime.close()

@@ -1,0 +1,154 @@
+"""The futures dispatcher: every outstanding Ray call, and what to do when it resolves.
+
+Supervisors `submit` an object reference with a handler for its value and one for its
+error, and the call's `Life`: the life of the actor (or group of actors) it was made to.
+When a supervisor replaces an actor it ends that life, and the dispatcher drops the results
+of every call made during it unseen. This is the one incarnation guard of the Ray runtime:
+no handler ever sees a late result from an actor that has been replaced.
+
+An actor's death can surface in a call to another actor (a chunk whose worker died fails
+the store's `add`); `Deaths` hands it to the supervisor that runs the dead actor.
+
+`wait` and `get` default to Ray's; the supervisors' unit tests pass fakes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import ray
+from ray.exceptions import RayActorError, RayError, RayTaskError
+
+
+class Life:
+    """One life of an actor: calls made during it are dispatched only while it lasts."""
+
+    __slots__ = ("alive",)
+
+    def __init__(self) -> None:
+        self.alive = True
+
+    def end(self) -> None:
+        self.alive = False
+
+
+@dataclass
+class _Pending:
+    on_value: Callable[[Any], None]
+    on_error: Callable[[BaseException], None]
+    life: Life | None
+
+
+def died_actor_id(error: BaseException) -> str | None:
+    """The id of the actor whose death caused `error`, if any. A task that failed because
+    an actor it called died raises `RayTaskError(ActorDiedError)` carrying the *caller's*
+    id; the dead actor is its cause's."""
+    while isinstance(error, RayTaskError):
+        cause = getattr(error, "cause", None)
+        if cause is None or cause is error:
+            break
+        error = cause
+    if isinstance(error, RayActorError):
+        return error.actor_id
+    return None
+
+
+def actor_id(handle: Any) -> str:
+    """The id of an actor handle, as `died_actor_id` reports it."""
+    return handle._actor_id.hex()
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        wait: Callable[..., tuple[list[Any], list[Any]]] = ray.wait,
+        get: Callable[[Any], Any] = ray.get,
+    ) -> None:
+        self._wait = wait
+        self._get = get
+        self._pending: dict[Any, _Pending] = {}
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def submit(
+        self,
+        ref: Any,
+        on_value: Callable[[Any], None],
+        on_error: Callable[[BaseException], None],
+        life: Life | None = None,
+    ) -> None:
+        """Call `on_value(value)` or `on_error(error)` once `ref` resolves, unless `life` has
+        ended by then."""
+        self._pending[ref] = _Pending(on_value, on_error, life)
+
+    def poll(self, timeout_s: float) -> int:
+        """Wait up to `timeout_s` for at least one call, then dispatch every resolved one;
+        returns how many were dispatched or dropped."""
+        if not self._pending:
+            time.sleep(timeout_s)
+            return 0
+        refs = list(self._pending)
+        ready, _ = self._wait(refs, num_returns=1, timeout=timeout_s)
+        if ready:
+            ready, _ = self._wait(refs, num_returns=len(refs), timeout=0)
+        for ref in ready:
+            pending = self._pending.pop(ref)
+            if pending.life is not None and not pending.life.alive:
+                continue
+            try:
+                value = self._get(ref)
+            except RayError as error:
+                pending.on_error(error)
+                continue
+            pending.on_value(value)
+        return len(ready)
+
+    def get(self, ref: Any) -> Any:
+        """The value of a call known to have finished (such as published weights)."""
+        return self._get(ref)
+
+    def drain(self, busy: Callable[[], bool], timeout_s: float, poll_s: float = 0.2) -> bool:
+        """Dispatch until `busy()` is False or `timeout_s` passed; returns whether it
+        finished in time."""
+        deadline = time.monotonic() + timeout_s
+        while busy():
+            if time.monotonic() >= deadline:
+                return False
+            self.poll(min(poll_s, max(0.0, deadline - time.monotonic())))
+        return True
+
+
+class Supervisor(Protocol):
+    """What `Deaths` asks of each supervisor."""
+
+    def owns(self, actor_id: str) -> bool:
+        """Whether the actor is one this supervisor runs now (not a replaced one)."""
+        ...
+
+    def on_died(self, actor_id: str) -> None:
+        """Replace or restore the dead actor."""
+        ...
+
+
+class Deaths:
+    """Routes an actor's death to the supervisor that runs the actor: a call to one actor
+    can fail because another died (a chunk's worker, the store a learner samples from)."""
+
+    def __init__(self) -> None:
+        self.supervisors: list[Supervisor] = []
+
+    def handle(self, error: BaseException) -> bool:
+        """True when `error` was an actor's death: its supervisor has dealt with it (or the
+        actor had been replaced already). False for any other error."""
+        dead = died_actor_id(error)
+        if dead is None:
+            return False
+        for supervisor in self.supervisors:
+            if supervisor.owns(dead):
+                supervisor.on_died(dead)
+                break
+        return True

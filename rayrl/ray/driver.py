@@ -1,0 +1,290 @@
+"""The driver: a small event loop over the futures dispatcher and one supervisor per kind of
+actor (rollout workers, learners, the experience store, the evaluator).
+
+It holds no experience and no tensors. Each round it lets every supervisor submit its work
+(chunks, updates), asks for an evaluation or a checkpoint when the session says one is due,
+and dispatches whatever calls finished; the supervisors own their actors' lives, restart
+policies and timeouts. New weights flow learner -> driver (a reference it owns) -> every
+worker. How the run stops and ends is `rayrl.run_policy`'s; this module supplies the Ray
+side of it (`RunEnd`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ray.exceptions import RayError
+
+from rayrl.algorithms import ALGORITHMS
+from rayrl.checkpoint import load_checkpoint, load_policy, to_torch_tree
+from rayrl.config import Config
+from rayrl.core import EvalResult, ModelInfo, StoreStats
+from rayrl.ray.dispatcher import Deaths, Dispatcher, Life
+from rayrl.ray.evaluator import EvaluatorSupervisor
+from rayrl.ray.learners import LearnerSupervisor
+from rayrl.ray.services import LearnerStart
+from rayrl.ray.store import StoreSupervisor
+from rayrl.ray.workers import WorkerSupervisor
+from rayrl.run_policy import TrainResult, finish_run, run_until_stopped
+from rayrl.session import TrainingSession
+
+logger = logging.getLogger(__name__)
+
+WAIT_S = 0.2
+"""Longest the loop waits for a call before checking timers (hangs, logs, stop)."""
+SHUTDOWN_TIMEOUT_S = 60.0
+"""Longest the end of a run waits for the learner's last calls and its final state."""
+
+
+class RayDriver:
+    def __init__(
+        self,
+        config: Config,
+        session: TrainingSession,
+        resume: dict[str, Any] | None,
+        factory: Any,
+        dispatcher: Dispatcher | None = None,
+    ) -> None:
+        self.config = config
+        self.session = session
+        self.resume = resume
+        self.factory = factory
+        self.dispatcher = dispatcher if dispatcher is not None else Dispatcher()
+        family = ALGORITHMS[config.algorithm.name].family
+        self.persist = family.persists(config.algorithm)
+        stats, counters = session.stats, session.counters
+        self.deaths = deaths = Deaths()
+        self.store = StoreSupervisor(
+            factory, self.dispatcher, deaths, family.store, stats, self._saved_buffer
+        )
+        self.workers = WorkerSupervisor(
+            factory, self.dispatcher, deaths, self.store, config.workers, counters, stats
+        )
+        self.learners = LearnerSupervisor(
+            factory,
+            self.dispatcher,
+            deaths,
+            self.store,
+            counters,
+            stats,
+            config.learner.sync_interval,
+            self._restore_point,
+            self._publish,
+            self._on_placement,
+        )
+        self.evaluator = EvaluatorSupervisor(
+            factory, self.dispatcher, deaths, stats, config.run.eval_timeout_s
+        )
+        self.latest_info: Any = None
+        """A reference to the newest published `ModelInfo`."""
+        self.latest_version = -1
+        self.started = False
+        self._checkpoint_life: Life | None = None
+
+    # ---- set-up ------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        """Create every actor at once (their processes start in parallel); nothing here waits
+        for an actor."""
+        self.started = True
+        self.store.start()
+        if self.resume is not None:
+            start = LearnerStart(state=self.resume["learner"])
+        else:
+            start = LearnerStart(warm_start=self._warm_start())
+        self.learners.start(start)
+        self.evaluator.start()
+        self.workers.start()
+
+    def _warm_start(self) -> ModelInfo | None:
+        """Weights to start a fresh run from (`run.init_checkpoint`), if any."""
+        if self.config.run.init_checkpoint is None:
+            return None
+        return load_policy(Path(self.config.run.init_checkpoint), self.config.algorithm.name)
+
+    def _saved_buffer(self) -> Path | None:
+        """The buffer saved with the last checkpoint, to refill a new store from."""
+        path = self.session.run_dir.replay_path
+        return path if self.persist and path.is_file() else None
+
+    def _restore_point(self) -> tuple[LearnerStart, str]:
+        """Where learners that replace a dead one start from, and how to say it."""
+        path = self.session.run_dir.latest_checkpoint
+        if path.is_file():
+            state = load_checkpoint(path, algorithm=self.config.algorithm.name)["learner"]
+            return LearnerStart(state=state), f"{path} ({int(state['updates'])} updates)"
+        if self.resume is not None:
+            return LearnerStart(state=self.resume["learner"]), "the state the run resumed from"
+        return LearnerStart(warm_start=self._warm_start()), "scratch (no checkpoint yet)"
+
+    def _on_placement(self, placement: dict[str, str]) -> None:
+        self.session.placement["learner"] = placement
+        device = placement["device"]
+        logger.info(
+            "learner actor on node %s: torch device %s, %g GPU(s) requested from Ray%s",
+            placement["node_id"][:12],
+            device,
+            self.factory.learner_gpus,
+            "" if device.startswith("cuda") else " (torch sees no CUDA device: training on CPU)",
+        )
+
+    def _publish(self, info: Any, version: int, rollback: bool) -> None:
+        self.latest_info, self.latest_version = info, version
+        self.workers.publish(info, version, rollback=rollback)
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> TrainResult:
+        try:
+            reason = run_until_stopped(self.session, self.step)
+            self._stop_sampling()
+            return finish_run(self.session, reason, self)
+        finally:
+            self._kill_actors()  # also when the loop fails: no actor outlives its run
+
+    def step(self) -> None:
+        if not self.started:
+            self._start()
+        self.workers.request_chunks()
+        self.learners.request_updates()
+        session = self.session
+        if self.latest_info is not None:  # the learner has published its first weights
+            if session.eval_due() and not self.evaluator.pending:
+                self._request_eval()
+            if session.checkpoint_due() and not self._checkpoint_pending:
+                self._request_checkpoint(periodic=True)
+        self.dispatcher.poll(WAIT_S)
+        self.workers.check_hangs()
+        self.evaluator.check_hung()
+        if session.log_due():
+            self.store.refresh_stats()
+        session.log_if_due(self.store.latest)
+
+    # ---- evaluation and checkpoints ----------------------------------------------------------
+
+    def _request_eval(self) -> None:
+        self.session.eval_started()
+        info = self.latest_info if self.latest_info is not None else self.learners.weights()
+        env_steps = self.session.counters.env_steps
+
+        def on_result(result: EvalResult) -> None:
+            if self.session.record_eval(result, env_steps):
+                self._request_checkpoint(best=True, policy=info)
+
+        self.evaluator.request(
+            info, self.config.run.eval_episodes, self.session.video_due(), on_result
+        )
+
+    @property
+    def _checkpoint_pending(self) -> bool:
+        return self._checkpoint_life is not None and self._checkpoint_life.alive
+
+    def _request_checkpoint(
+        self, *, periodic: bool = False, best: bool = False, policy: Any = None
+    ) -> None:
+        """Ask the learner for its state without waiting; save when it arrives. `policy` is
+        the weights to store as the acting policy (the evaluated ones for `best.pt`)."""
+        policy = policy if policy is not None else self.latest_info
+        life = self.learners.life
+        if periodic:
+            self._checkpoint_life = life
+            self.session.checkpoint_started()
+            if self.persist:
+                self.store.save(self.session.run_dir.replay_path)
+
+        def save(state: dict[str, Any]) -> None:
+            if periodic:
+                self._checkpoint_life = None
+            try:
+                info: ModelInfo = self.dispatcher.get(policy)
+            except RayError as error:
+                logger.warning("checkpoint skipped: its weights are lost (%s)", error)
+                return
+            self.session.save_checkpoint(to_torch_tree(state), info, best=best, periodic=periodic)
+
+        def failed(error: BaseException) -> None:
+            if periodic:
+                self._checkpoint_life = None
+            logger.warning("checkpoint skipped: %s", error)
+            self.deaths.handle(error)
+
+        self.dispatcher.submit(self.learners.state(), save, failed, life)
+
+    # ---- the end (rayrl.run_policy.RunEnd) ---------------------------------------------------
+
+    def _stop_sampling(self) -> None:
+        """No more chunks or updates; the learner finishes the calls it has."""
+        self.workers.stop()
+        self.learners.stop()
+        self.store.stop()
+        self.dispatcher.drain(lambda: self.learners.busy, SHUTDOWN_TIMEOUT_S)
+
+    def _evaluating(self) -> bool:
+        self.evaluator.check_hung()
+        return self.evaluator.pending
+
+    def final_evaluation(self) -> EvalResult | None:
+        timeout = self.config.run.eval_timeout_s
+        self.dispatcher.drain(self._evaluating, timeout)
+        self.session.last_eval = None
+        self._request_eval()
+        self.dispatcher.drain(self._evaluating, timeout)
+        return self.session.last_eval
+
+    def final_checkpoint(self, periodic: bool) -> None:
+        self.dispatcher.drain(lambda: self._checkpoint_pending, SHUTDOWN_TIMEOUT_S)
+        if len(self.learners.handles) > 1:
+            self._check_learners_agree()
+        info = self.latest_info if self.latest_info is not None else self.learners.weights()
+        fetched = self._fetch([self.learners.state(), info])
+        if isinstance(fetched, str):
+            logger.error("could not write the final checkpoint: %s", fetched)
+            return
+        state, weights = fetched
+        self.session.save_checkpoint(to_torch_tree(state), weights, periodic=periodic)
+        self.dispatcher.drain(lambda: len(self.dispatcher) > 0, 5.0)
+
+    def store_stats(self) -> StoreStats | None:
+        return self.store.latest
+
+    def _fetch(self, refs: list[Any]) -> list[Any] | str:
+        """The values of `refs` within `SHUTDOWN_TIMEOUT_S`, or what went wrong."""
+        values: dict[int, Any] = {}
+        errors: list[BaseException] = []
+        for index, ref in enumerate(refs):
+            self.dispatcher.submit(ref, self._store_in(values, index), errors.append)
+        finished = self.dispatcher.drain(
+            lambda: not errors and len(values) < len(refs), SHUTDOWN_TIMEOUT_S
+        )
+        if errors:
+            return str(errors[0])
+        if not finished:
+            return f"no answer within {SHUTDOWN_TIMEOUT_S:.0f} s"
+        return [values[index] for index in range(len(refs))]
+
+    @staticmethod
+    def _store_in(values: dict[int, Any], index: int) -> Callable[[Any], None]:
+        return lambda value: values.__setitem__(index, value)
+
+    def _check_learners_agree(self) -> None:
+        """All-reduced learners must hold identical parameters; record and report it."""
+        digests = self._fetch(self.learners.digests())
+        if isinstance(digests, str):
+            logger.warning("could not compare the learners' parameters: %s", digests)
+            return
+        self.session.learner_digests = digests
+        if len(set(digests)) == 1:
+            logger.info("%d learners finished with identical parameters", len(digests))
+        else:
+            logger.error("the learners' parameters differ: %s", digests)
+
+    def _kill_actors(self) -> None:
+        handles = [*self.workers.handles(), *self.learners.handles]
+        handles += [self.store.handle, self.evaluator.handle]
+        for handle in filter(None, handles):
+            with contextlib.suppress(RayError, ValueError):
+                self.factory.kill(handle)

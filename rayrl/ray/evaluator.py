@@ -1,0 +1,96 @@
+"""The evaluator's supervisor: evaluations run in their own actor on published weights,
+never pausing training, one at a time. An evaluation that fails, or takes longer than
+`run.eval_timeout_s` (a hung env must not silently stop evaluation), replaces the actor."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rayrl.core import EvalResult
+from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
+from rayrl.stats import RunStats
+
+logger = logging.getLogger(__name__)
+
+
+class EvaluatorSupervisor:
+    def __init__(
+        self,
+        factory: Any,
+        dispatcher: Dispatcher,
+        deaths: Deaths,
+        stats: RunStats,
+        timeout_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.factory = factory
+        self.dispatcher = dispatcher
+        self.deaths = deaths
+        self.stats = stats
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self.handle: Any = None
+        self.life = Life()
+        self.incarnation = 0
+        self._running: Life | None = None
+        self._started_at = 0.0
+        deaths.supervisors.append(self)
+
+    def start(self) -> None:
+        self.handle = self.factory.evaluator()
+
+    @property
+    def pending(self) -> bool:
+        """An evaluation is running."""
+        return self._running is not None and self._running.alive
+
+    def request(
+        self,
+        weights: Any,
+        episodes: int,
+        record_video: bool,
+        on_result: Callable[[EvalResult], None],
+    ) -> None:
+        """Evaluate `weights` (a reference to a `ModelInfo`); `on_result` gets the result."""
+        self._running = life = self.life
+        self._started_at = self.clock()
+
+        def done(result: EvalResult) -> None:
+            self._running = None
+            on_result(result)
+
+        self.dispatcher.submit(
+            self.handle.evaluate.remote(weights, episodes, record_video), done, self._on_error, life
+        )
+
+    def _on_error(self, error: BaseException) -> None:
+        self._running = None
+        if not self.deaths.handle(error):
+            logger.warning("evaluation failed (%s); replacing the evaluator", error)
+            self._replace()
+
+    def check_hung(self) -> None:
+        if self.pending and self.clock() - self._started_at > self.timeout_s:
+            logger.warning(
+                "evaluation took longer than run.eval_timeout_s=%g s; replacing the evaluator",
+                self.timeout_s,
+            )
+            self._replace()
+
+    def owns(self, dead_id: str) -> bool:
+        return self.handle is not None and dead_id == actor_id(self.handle)
+
+    def on_died(self, dead_id: str) -> None:
+        logger.warning("the evaluator died; replacing it")
+        self._replace()
+
+    def _replace(self) -> None:
+        self.factory.kill(self.handle)
+        self.life.end()
+        self.life = Life()
+        self.incarnation += 1
+        self.handle = self.factory.evaluator(self.incarnation)
+        self.stats.count("eval/failures")

@@ -1,0 +1,116 @@
+"""The one place where rayrl's plain classes become Ray actors, with their Ray options.
+
+- `RolloutWorker` -> a worker actor per `workers.num_workers`, `workers.cpus_per_worker` CPUs
+  each, spread over the cluster; `set_weights` runs in its own concurrency group, beside a
+  sample call in progress;
+- `ExperienceService` -> the experience actor (replay buffer or unroll queue), on the
+  driver's node when possible (so that saving the buffer with a checkpoint writes into the
+  run directory);
+- `LearnerService` -> the learner actor(s), each with the GPUs `check_cluster` decided (one
+  by default when the cluster has a GPU), so that on a cluster they land on GPU nodes;
+- `Evaluator` -> an evaluation actor.
+
+Every actor is named `rayrl/<run>/<role>[.<incarnation>]`: easy to find in Ray's dashboard
+and state API (and to kill, for fault tests).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from rayrl.algorithms import ALGORITHMS
+from rayrl.config import Config
+from rayrl.envs.spec import EnvSpec
+from rayrl.evaluation import Evaluator
+from rayrl.ray.launch import LEARNER_CPUS
+from rayrl.ray.services import ExperienceService, LearnerService, LearnerStart
+from rayrl.worker import RolloutWorker
+
+
+class ActorFactory:
+    """Creates (and kills) the run's actors."""
+
+    def __init__(self, config: Config, spec: EnvSpec, name_prefix: str, learner_gpus: float):
+        self.config = config
+        self.spec = spec
+        self.prefix = name_prefix
+        self.learner_gpus = learner_gpus
+        self.family = ALGORITHMS[config.algorithm.name].family
+
+    def _name(self, role: str, incarnation: int) -> str:
+        return f"{self.prefix}/{role}" + (f".{incarnation}" if incarnation else "")
+
+    def worker(self, index: int, incarnation: int) -> Any:
+        config = self.config
+        return (
+            # sample calls run one at a time; set_weights runs beside them, in its own group
+            ray.remote(concurrency_groups={"weights": 1})(RolloutWorker)
+            .options(
+                name=self._name(f"worker-{index}", incarnation),
+                num_cpus=config.workers.cpus_per_worker,
+                scheduling_strategy="SPREAD",
+            )
+            .remote(
+                config.env, config.workers, config.algorithm, config.run.seed, index, incarnation
+            )
+        )
+
+    def experience(self, restore: Path | None, incarnation: int = 0) -> Any:
+        """The experience actor (replay buffer or unroll queue), on the driver's node."""
+        here = ray.get_runtime_context().get_node_id()
+        workers, learner = self.config.workers, self.config.learner
+        return (
+            ray.remote(ExperienceService)
+            .options(
+                name=self._name(self.family.store.namespace, incarnation),
+                num_cpus=0,
+                # every caller may be waiting on the store at once: all workers' adds, the
+                # learners' sample requests, and stats/priorities/save/stop calls
+                max_concurrency=workers.num_workers * workers.max_chunks_in_flight
+                + learner.num_learners * learner.prefetch_requests
+                + 8,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True),
+            )
+            .remote(self.family, self.family.store_settings(self.config, self.spec), restore)
+        )
+
+    def learners(self, store: Any, start: LearnerStart, incarnation: int = 0) -> list[Any]:
+        """The learner actors; several join one process group before they build."""
+        config = self.config
+        count = config.learner.num_learners
+        learners = [
+            ray.remote(LearnerService)
+            .options(
+                name=self._name(f"learner-{rank}" if rank else "learner", incarnation),
+                num_cpus=LEARNER_CPUS,
+                num_gpus=self.learner_gpus,
+            )
+            .remote(config.algorithm, self.spec, config.learner, config.run, store, start)
+            for rank in range(count)
+        ]
+        if count > 1:
+            address = ray.get(learners[0].group_address.remote())
+            ray.get(
+                [
+                    learner.join_group.remote(address, rank, count)
+                    for rank, learner in enumerate(learners)
+                ]
+            )
+        return learners
+
+    def evaluator(self, incarnation: int = 0) -> Any:
+        config = self.config
+        return (
+            ray.remote(Evaluator)
+            .options(name=self._name("evaluator", incarnation), num_cpus=0)
+            .remote(config.env, config.algorithm, config.run.eval_episodes, config.run.seed)
+        )
+
+    @staticmethod
+    def kill(handle: Any) -> None:
+        """Kill an actor for good (Ray does not restart it)."""
+        ray.kill(handle, no_restart=True)

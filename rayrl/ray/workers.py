@@ -1,0 +1,262 @@
+"""The rollout workers' supervisor: keeps every worker sampling, its chunks flowing into
+the store and its weights current, and replaces workers that die or hang.
+
+Backpressure: each worker has at most `workers.max_chunks_in_flight` chunks requested and
+not yet in the store; a chunk goes worker -> object store -> experience actor by reference
+(this process forwards the `ObjectRef`, never the data). New weights go to a worker as one
+reference, at most one update queued per worker, in its own concurrency group so that a
+sample call in progress picks them up at its next env step.
+
+Failures: a dead worker is replaced (and handed the newest weights); a worker that has
+started but delivers no chunk for `workers.sample_timeout_s` while asked for one is killed
+and replaced; a slot replaced `MAX_FAILURES_WITHOUT_PROGRESS` times in a row without
+delivering a chunk stops the run with an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rayrl.config import WorkersConfig
+from rayrl.core import ChunkStats
+from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
+from rayrl.ray.store import StoreSupervisor
+from rayrl.session import Counters
+from rayrl.stats import RunStats
+
+logger = logging.getLogger(__name__)
+
+WORKER_START_TIMEOUT_S = 300.0
+"""A worker must finish starting (process, imports, env creation) within this time; the
+hang timeout (`workers.sample_timeout_s`) only counts once it has."""
+MAX_FAILURES_WITHOUT_PROGRESS = 5
+"""A worker slot replaced this many times in a row without delivering a chunk stops the run
+with an error (an env that crashes on start would otherwise be restarted forever)."""
+
+
+@dataclass
+class WorkerSlot:
+    index: int
+    handle: Any
+    life: Life = field(default_factory=Life)
+    incarnation: int = 0
+    in_flight: int = 0
+    """Chunks requested and not yet in the store."""
+    sampling: int = 0
+    """Sample calls not yet returned (a subset of `in_flight`)."""
+    ready: bool = False
+    """Its process has started (the hang timeout runs only from then on)."""
+    last_progress: float = 0.0
+    """When it last returned a chunk, was asked for one while idle, or was created."""
+    failures: int = 0
+    """Replacements since it last delivered a chunk."""
+    weights_version: int = -1
+    weights_pending: bool = False
+
+
+class WorkerSupervisor:
+    def __init__(
+        self,
+        factory: Any,
+        dispatcher: Dispatcher,
+        deaths: Deaths,
+        store: StoreSupervisor,
+        settings: WorkersConfig,
+        counters: Counters,
+        stats: RunStats,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.factory = factory
+        self.dispatcher = dispatcher
+        self.deaths = deaths
+        self.store = store
+        self.settings = settings
+        self.counters = counters
+        self.stats = stats
+        self.clock = clock
+        self.slots: list[WorkerSlot] = []
+        self.stopped = False
+        self.latest_info: Any = None
+        self.latest_version = -1
+        deaths.supervisors.append(self)
+
+    def start(self) -> None:
+        """Create every worker at once: their processes start in parallel."""
+        for index in range(self.settings.num_workers):
+            slot = WorkerSlot(index, self.factory.worker(index, 0), last_progress=self.clock())
+            self.slots.append(slot)
+            self._watch_start(slot)
+
+    def handles(self) -> list[Any]:
+        return [slot.handle for slot in self.slots]
+
+    def stop(self) -> None:
+        """Ask for no more chunks, and replace no more workers."""
+        self.stopped = True
+
+    # ---- chunks ------------------------------------------------------------------------------
+
+    def request_chunks(self) -> None:
+        """Keep every worker at `max_chunks_in_flight` chunks."""
+        if self.stopped:
+            return
+        for slot in self.slots:
+            while slot.in_flight < self.settings.max_chunks_in_flight:
+                self._request_chunk(slot)
+
+    def _request_chunk(self, slot: WorkerSlot) -> None:
+        chunk_ref, stats_ref = slot.handle.sample.options(num_returns=2).remote(
+            self.counters.env_steps
+        )
+        add_ref = self.store.handle.add.remote(chunk_ref)
+        if slot.sampling == 0:
+            slot.last_progress = self.clock()
+        slot.sampling += 1
+        slot.in_flight += 1
+        life = slot.life
+        self.dispatcher.submit(
+            stats_ref,
+            lambda stats: self._on_chunk_stats(slot, stats),
+            lambda error: self._on_error(slot, error),
+            life,
+        )
+        # the store's answer counts even after the worker is replaced: the chunk went in
+        self.dispatcher.submit(
+            add_ref,
+            lambda inserted: self._on_chunk_added(slot, life, inserted),
+            lambda error: self._on_add_error(slot, life, error),
+            self.store.life,
+        )
+
+    def _on_chunk_stats(self, slot: WorkerSlot, stats: ChunkStats) -> None:
+        slot.sampling -= 1
+        slot.failures = 0
+        slot.last_progress = self.clock()
+        self.counters.env_steps += stats.env_steps
+        self.counters.episodes += len(stats.episode_returns)
+        self.stats.add_chunk(stats, max(self.latest_version, 0))
+
+    def _on_chunk_added(self, slot: WorkerSlot, life: Life, inserted: int) -> None:
+        self.stats.add_inserted(inserted)
+        if life.alive:
+            slot.in_flight -= 1
+
+    def _on_add_error(self, slot: WorkerSlot, life: Life, error: BaseException) -> None:
+        if life.alive:
+            slot.in_flight -= 1
+        # the store died (its supervisor replaces it), or the chunk's worker did
+        if not self.deaths.handle(error) and life.alive:
+            self._on_error(slot, error)
+
+    def _on_error(self, slot: WorkerSlot, error: BaseException) -> None:
+        """A call to this worker failed without any actor dying: its own error."""
+        if self.deaths.handle(error):
+            return
+        logger.error("worker %d failed: %s; replacing it", slot.index, error)
+        self._replace(slot)
+
+    # ---- lives -------------------------------------------------------------------------------
+
+    def _watch_start(self, slot: WorkerSlot) -> None:
+        self.dispatcher.submit(
+            slot.handle.__ray_ready__.remote(),
+            lambda _: self._on_ready(slot),
+            lambda error: self._on_error(slot, error),
+            slot.life,
+        )
+
+    def _on_ready(self, slot: WorkerSlot) -> None:
+        slot.ready = True
+        slot.last_progress = self.clock()
+
+    def owns(self, dead_id: str) -> bool:
+        return any(dead_id == actor_id(slot.handle) for slot in self.slots)
+
+    def on_died(self, dead_id: str) -> None:
+        slot = next(slot for slot in self.slots if dead_id == actor_id(slot.handle))
+        logger.warning("worker %d died; replacing it", slot.index)
+        self._replace(slot)
+
+    def _replace(self, slot: WorkerSlot) -> None:
+        self.factory.kill(slot.handle)
+        slot.failures += 1
+        if slot.failures >= MAX_FAILURES_WITHOUT_PROGRESS:
+            raise RuntimeError(
+                f"worker {slot.index} failed {slot.failures} times in a row without delivering "
+                "a chunk; see the worker errors above (an env that cannot start or step?)"
+            )
+        slot.life.end()
+        slot.life = Life()
+        slot.incarnation += 1
+        slot.handle = self.factory.worker(slot.index, slot.incarnation)
+        slot.in_flight = slot.sampling = 0
+        slot.ready = slot.weights_pending = False
+        slot.weights_version = -1
+        slot.last_progress = self.clock()
+        self.stats.add_worker_restart(slot.index)
+        self._watch_start(slot)
+        self._send_weights(slot)
+
+    def check_hangs(self) -> None:
+        """Replace workers that did not start, or that deliver nothing while asked to."""
+        timeout = self.settings.sample_timeout_s
+        now = self.clock()
+        for slot in self.slots:
+            if self.stopped:
+                return
+            if not slot.ready:
+                if now - slot.last_progress > WORKER_START_TIMEOUT_S + timeout:
+                    logger.warning("worker %d did not start; replacing it", slot.index)
+                    self._replace(slot)
+                continue
+            # waiting for the store's rate limit is not hanging: only sample calls count
+            if slot.sampling and now - slot.last_progress > timeout:
+                logger.warning(
+                    "worker %d delivered no chunk for %.0f s (workers.sample_timeout_s): "
+                    "killing and replacing it",
+                    slot.index,
+                    now - slot.last_progress,
+                )
+                self.stats.count("worker/hangs")
+                self._replace(slot)
+
+    # ---- weights -----------------------------------------------------------------------------
+
+    def publish(self, info: Any, version: int, *, rollback: bool = False) -> None:
+        """New, ready weights: hand the one reference to every worker that can take it.
+        `rollback` (a restored learner) lets workers take a version older than theirs."""
+        self.latest_info, self.latest_version = info, version
+        for slot in self.slots:
+            if rollback:
+                slot.weights_version = -1
+            self._send_weights(slot)
+
+    def _send_weights(self, slot: WorkerSlot) -> None:
+        """Queue the newest weights behind the worker's chunks, one update at a time."""
+        if self.latest_info is None or slot.weights_pending:
+            return
+        if slot.weights_version >= self.latest_version:
+            return
+        slot.weights_pending = True
+        slot.weights_version = self.latest_version
+        # its own concurrency group: it runs beside a sample call in progress, which picks
+        # the weights up at its next step
+        ref = slot.handle.set_weights.options(concurrency_group="weights").remote(self.latest_info)
+        self.dispatcher.submit(
+            ref,
+            lambda _: self._on_weights_applied(slot),
+            lambda error: self._on_weights_error(slot, error),
+            slot.life,
+        )
+
+    def _on_weights_applied(self, slot: WorkerSlot) -> None:
+        slot.weights_pending = False
+        self._send_weights(slot)
+
+    def _on_weights_error(self, slot: WorkerSlot, error: BaseException) -> None:
+        slot.weights_pending = False
+        self._on_error(slot, error)
