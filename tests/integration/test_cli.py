@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from rayrl.cli import main
 from rayrl.rundir import RunDirectory
+from tests.old_layout import rayrl_0_1_layout
 
 
 @pytest.fixture
@@ -179,3 +180,25 @@ def test_installed_console_script_exits_2_with_one_line(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "error: learner.batch_size=0 is out of range; valid: >= 1"
     ]
+
+
+def test_a_run_saved_by_rayrl_0_1_evaluates_and_resumes(runner, finished_run):
+    """Checkpoint format 1 and the 0.1 config layout (replay outside the algorithm)."""
+    for path in (finished_run.latest_checkpoint, finished_run.best_checkpoint):
+        payload = torch.load(path, weights_only=True)
+        payload["format_version"] = 1
+        payload["config"] = rayrl_0_1_layout(payload["config"])
+        torch.save(payload, path)
+    old_config = rayrl_0_1_layout(yaml.safe_load(finished_run.config_path.read_text()))
+    finished_run.config_path.write_text(yaml.safe_dump(old_config))
+
+    result = run_cli(runner, "evaluate", str(finished_run.root), "--episodes", "2")
+    assert result.exit_code == 0, result.output
+    resumed = run_cli(
+        runner, "train", "--resume", str(finished_run.root), "--set", "run.total_env_steps=2304"
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert "(2,304 env steps" in resumed.stdout
+    saved = yaml.safe_load(finished_run.config_path.read_text())
+    assert "replay" not in saved
+    assert saved["algorithm"]["replay"]["min_size"] == 256  # the run's own value, kept

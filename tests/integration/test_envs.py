@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rayrl.config import EnvConfig
-from rayrl.envs import check_env, env_spec, make_env
+from rayrl.envs import check_env, env_spec, family_of, make_env
 from rayrl.errors import ConfigError
 from rayrl.processing import NStepProcessor
 
@@ -114,3 +114,22 @@ def test_frame_tracker_matches_real_atari_stacks():
     assert {r.tobytes() for r in rebuilt} <= observed
     assert len(chunk) > 150
     assert len(chunk.frames) < 1.2 * len(chunk)
+
+
+def test_ids_go_to_their_family():
+    assert family_of("ALE/Pong-v5").name == "atari"
+    assert family_of("CartPole-v1").name == "gymnasium"
+    assert family_of("tests.fake_envs:HangingCartPole-v0").name == "gymnasium"
+
+
+def test_an_unknown_evaluation_env_names_its_field():
+    with pytest.raises(ConfigError, match=r"env\.eval_id: unknown environment 'CartPole-v9'"):
+        check_env(EnvConfig(id="CartPole-v1", eval_id="CartPole-v9"))
+
+
+def test_the_atari_rendering_env_shows_the_policy_its_training_observations():
+    env = family_of(PONG.id).make_render_env(PONG)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == env_spec(PONG).observation_space.shape == (4, 84, 84)
+    assert env.render().shape == (210, 160, 3)  # the video gets the full frames
+    env.close()

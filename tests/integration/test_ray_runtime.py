@@ -195,3 +195,12 @@ def test_resume_with_a_different_number_of_workers(ray_cluster, tmp_path):
 def test_cluster_too_small_is_a_clear_error(ray_cluster, tiny):
     with pytest.raises(rayrl.UserError, match=r"has 5 CPUs but the run asks for 21"):
         rayrl.train(None, overrides=[*tiny, "workers.num_workers=20"])
+
+
+@pytest.mark.timeout(240)
+def test_two_dqn_learners_all_reduce_and_end_identical(ray_cluster, tiny):
+    """`learner.num_learners` is the learner's setting, for every algorithm."""
+    result = rayrl.train(None, overrides=[*tiny, "learner.num_learners=2"])
+    assert result.counters.updates > 0
+    assert len(result.learner_digests) == 2
+    assert len(set(result.learner_digests)) == 1

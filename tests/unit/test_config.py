@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from rayrl.algorithms.dqn import DQNConfig
-from rayrl.config import config_to_yaml, preset_names
+from rayrl.config import config_to_dict, config_to_yaml, preset_names
 from rayrl.errors import ConfigError
-from rayrl.presets import config_from_dict, load_config
+from rayrl.presets import config_from_dict, load_config, saved_config
+from tests.old_layout import rayrl_0_1_layout
 
 
 def test_presets_ship_with_the_package():
@@ -123,6 +124,12 @@ def test_batch_larger_than_warm_up_is_rejected():
         load_config(None, ["learner.batch_size=512", "algorithm.replay.min_size=256"])
 
 
+@pytest.mark.parametrize("preset", ["cartpole_dqn", "cartpole_impala"])
+def test_several_learners_need_the_ray_runtime(preset):
+    with pytest.raises(ConfigError, match=r"learner.num_learners=2 needs the Ray runtime"):
+        load_config(preset, ["learner.num_learners=2", "run.runtime=local"])
+
+
 def test_config_from_dict_defaults_everything():
     config = config_from_dict({})
     assert config.algorithm == DQNConfig()
@@ -132,3 +139,13 @@ def test_config_from_dict_defaults_everything():
 def test_derived_sizes():
     config = load_config(None, ["workers.num_workers=3", "workers.envs_per_worker=5"])
     assert config.total_envs == 15
+
+
+@pytest.mark.parametrize("preset", ["cartpole_dqn", "cartpole_impala"])
+def test_configs_saved_by_rayrl_0_1_are_read_in_todays_layout(preset):
+    config = load_config(preset, ["learner.num_learners=2"])
+    old = rayrl_0_1_layout(config_to_dict(config))
+    with pytest.raises(ConfigError, match="moved to"):
+        config_from_dict(old)  # as user input, the old keys are named...
+    assert saved_config(old) == config  # ...but a saved run's config is migrated
+    assert saved_config(old, ["learner.lr=0.5"]).learner.lr == 0.5

@@ -8,8 +8,7 @@ import torch
 
 from rayrl.core import StepBatch, Unrolls
 from rayrl.envs import env_spec
-from rayrl.errors import ConfigError
-from rayrl.presets import load_config, with_overrides
+from rayrl.presets import load_config
 from rayrl.processing import UnrollProcessor
 from rayrl.trajectory_queue import TrajectoryQueue
 from tests.parts import learner_for, policy_for
@@ -146,18 +145,3 @@ def test_gaussian_head_for_box_actions():
     out = policy.act(np.zeros((5, 3), dtype=np.float32), explore=True)
     assert out.actions.shape == (5, 1)
     assert out.extras["logp"].shape == (5,)
-
-
-def test_queue_too_small_for_the_learners_is_rejected():
-    with pytest.raises(ConfigError, match=r"algorithm\.num_storages=8 cannot hold"):
-        load_config(
-            "cartpole_impala",
-            ["algorithm.num_storages=8", "learner.batch_size=8", "learner.num_learners=2"],
-        )
-
-
-def test_several_learners_need_the_ray_runtime():
-    with pytest.raises(ConfigError, match="needs the Ray runtime"):
-        with_overrides(
-            load_config("cartpole_impala"), ["learner.num_learners=2", "run.runtime=local"]
-        )

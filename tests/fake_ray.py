@@ -1,0 +1,150 @@
+"""Fake actor handles and object references, for unit tests of the Ray runtime's supervisors.
+
+A `FakeActor` records every `handle.method.remote(...)` call and returns `FakeRef`s that
+the test resolves (`ref.resolve(value)`) or fails (`ref.fail(error)`); `FakeRay` gives the
+dispatcher `wait` and `get` over them. `FakeFactory` makes named fake actors the way
+`rayrl.ray.factory.ActorFactory` makes real ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray.exceptions import RayActorError, RayTaskError
+
+_ids = itertools.count()
+
+
+class FakeRef:
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def resolve(self, value: Any = None) -> FakeRef:
+        self.done, self.value = True, value
+        return self
+
+    def fail(self, error: BaseException) -> FakeRef:
+        self.done, self.error = True, error
+        return self
+
+    def __repr__(self) -> str:
+        return f"FakeRef({self.label})"
+
+
+@dataclass
+class Call:
+    method: str
+    args: tuple
+    options: dict
+    refs: tuple[FakeRef, ...]
+
+    @property
+    def ref(self) -> FakeRef:
+        return self.refs[0]
+
+
+class _Id:
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def hex(self) -> str:
+        return self.value
+
+
+class _Method:
+    def __init__(self, actor: FakeActor, name: str, options: dict | None = None) -> None:
+        self.actor, self.name, self._options = actor, name, options or {}
+
+    def options(self, **options: Any) -> _Method:
+        return _Method(self.actor, self.name, options)
+
+    def remote(self, *args: Any) -> Any:
+        count = self._options.get("num_returns", 1)
+        refs = tuple(FakeRef(f"{self.actor.name}.{self.name}#{i}") for i in range(count))
+        self.actor.calls.append(Call(self.name, args, self._options, refs))
+        return refs if count > 1 else refs[0]
+
+
+class FakeActor:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._actor_id = _Id(f"{name}-{next(_ids)}")
+        self.calls: list[Call] = []
+        self.killed = False
+
+    @property
+    def id(self) -> str:
+        return self._actor_id.hex()
+
+    def __getattr__(self, name: str) -> _Method:
+        if name.startswith("_") and name != "__ray_ready__":
+            raise AttributeError(name)
+        return _Method(self, name)
+
+    def calls_to(self, method: str) -> list[Call]:
+        return [call for call in self.calls if call.method == method]
+
+    def died(self) -> RayActorError:
+        """The error a call to this actor raises once it is dead."""
+        return RayActorError(actor_id=self.id)
+
+
+def task_error(message: str) -> RayTaskError:
+    """The error of a call whose method raised (the actor lives on)."""
+    return RayTaskError("method", f"Traceback: {message}", ValueError(message))
+
+
+class FakeRay:
+    """`wait` and `get` for the dispatcher."""
+
+    @staticmethod
+    def wait(refs: list[FakeRef], num_returns: int, timeout: float) -> tuple[list, list]:
+        ready = [ref for ref in refs if ref.done][:num_returns]
+        return ready, [ref for ref in refs if ref not in ready]
+
+    @staticmethod
+    def get(ref: FakeRef) -> Any:
+        if ref.error is not None:
+            raise ref.error
+        return ref.value
+
+
+@dataclass
+class FakeFactory:
+    num_learners: int = 1
+    learner_gpus: float = 0.0
+    made: list[FakeActor] = field(default_factory=list)
+    experience_restores: list[Any] = field(default_factory=list)
+
+    def _make(self, name: str) -> FakeActor:
+        actor = FakeActor(name)
+        self.made.append(actor)
+        return actor
+
+    def worker(self, index: int, incarnation: int) -> FakeActor:
+        return self._make(f"worker-{index}.{incarnation}")
+
+    def experience(self, restore: Any, incarnation: int = 0) -> FakeActor:
+        self.experience_restores.append(restore)
+        return self._make(f"replay.{incarnation}")
+
+    def learners(self, store: Any, start: Any, incarnation: int = 0) -> list[FakeActor]:
+        learners = [
+            self._make(f"learner-{rank}.{incarnation}") for rank in range(self.num_learners)
+        ]
+        for learner in learners:
+            learner.start = start  # type: ignore[attr-defined]
+            learner.store = store  # type: ignore[attr-defined]
+        return learners
+
+    def evaluator(self, incarnation: int = 0) -> FakeActor:
+        return self._make(f"evaluator.{incarnation}")
+
+    @staticmethod
+    def kill(handle: FakeActor) -> None:
+        handle.killed = True

@@ -1,0 +1,52 @@
+"""The two experience families: what they build, what they check, what persists."""
+
+from __future__ import annotations
+
+import pytest
+
+from rayrl.contract import PersistentStore
+from rayrl.envs import env_spec
+from rayrl.errors import ConfigError
+from rayrl.families import OFF_POLICY, ON_POLICY
+from rayrl.presets import load_config
+from rayrl.processing import NStepProcessor, UnrollProcessor
+
+
+def test_off_policy_builds_n_step_processing_and_a_replay_that_can_be_saved():
+    config = load_config("cartpole_dqn", ["algorithm.replay.save_with_checkpoint=true"])
+    spec = env_spec(config.env)
+    store = OFF_POLICY.make_store(OFF_POLICY.store_settings(config, spec))
+    assert isinstance(store, PersistentStore)
+    assert OFF_POLICY.persists(config.algorithm)
+    assert store.items_per_chunk == config.workers.envs_per_worker * 32
+    processor = OFF_POLICY.make_processor(config.algorithm, spec, num_envs=8)
+    assert isinstance(processor, NStepProcessor)
+    assert processor.n_step == config.algorithm.n_step
+    assert OFF_POLICY.chunk_steps(config.algorithm) == config.algorithm.steps_per_chunk
+
+
+def test_on_policy_builds_unrolls_and_a_queue_that_is_never_saved():
+    config = load_config("cartpole_impala")
+    spec = env_spec(config.env)
+    queue = ON_POLICY.make_store(ON_POLICY.store_settings(config, spec))
+    assert not isinstance(queue, PersistentStore)
+    assert not ON_POLICY.persists(config.algorithm)
+    assert isinstance(ON_POLICY.make_processor(config.algorithm, spec, 8), UnrollProcessor)
+    assert ON_POLICY.chunk_steps(config.algorithm) == config.algorithm.num_steps
+    assert ON_POLICY.store.drops_stale
+    assert not OFF_POLICY.store.drops_stale
+
+
+def test_replay_settings_do_not_exist_for_on_policy_algorithms():
+    with pytest.raises(ConfigError, match=r"unknown key 'algorithm\.replay'"):
+        load_config("cartpole_impala", ["algorithm.replay.save_with_checkpoint=true"])
+
+
+def test_each_family_checks_its_own_settings():
+    with pytest.raises(ConfigError, match=r"algorithm\.num_storages=8 cannot hold"):
+        load_config(
+            "cartpole_impala",
+            ["algorithm.num_storages=8", "learner.batch_size=8", "learner.num_learners=2"],
+        )
+    with pytest.raises(ConfigError, match=r"algorithm\.replay\.min_size=10 is larger"):
+        load_config("cartpole_dqn", ["algorithm.replay.min_size=10", "algorithm.replay.capacity=5"])

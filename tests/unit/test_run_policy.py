@@ -1,0 +1,115 @@
+"""The run policy both runtimes share: when a run stops and in which order it ends."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from rayrl.contract import StoreKind
+from rayrl.core import EvalResult, StoreStats
+from rayrl.presets import load_config
+from rayrl.recorders import Recorders
+from rayrl.run_policy import StopReason, finish_run, run_until_stopped, stop_reason
+from rayrl.rundir import RunDirectory
+from rayrl.session import Counters, TrainingSession
+
+KIND = StoreKind(namespace="replay", items="transitions", drops_stale=False)
+
+
+def session(tmp_path, *overrides: str) -> TrainingSession:
+    config = load_config(None, ["logging.console=false", *overrides])
+    return TrainingSession(
+        config, RunDirectory(tmp_path), Recorders([]), Counters(), time.time(), KIND
+    )
+
+
+class Runtime:
+    """A runtime's end of the run, recording what the policy asked for."""
+
+    def __init__(self, session: TrainingSession, eval_mean: float = 100.0) -> None:
+        self.session = session
+        self.eval_mean = eval_mean
+        self.asked: list[str] = []
+
+    def step(self) -> None:
+        self.asked.append("step")
+        self.session.counters.env_steps += 1000
+
+    def final_evaluation(self) -> EvalResult:
+        self.asked.append("evaluation")
+        result = EvalResult(np.array([self.eval_mean]), np.array([10]))
+        self.session.record_eval(result, self.session.counters.env_steps)
+        return result
+
+    def final_checkpoint(self, periodic: bool) -> None:
+        self.asked.append(f"checkpoint(periodic={periodic})")
+
+    def store_stats(self) -> StoreStats:
+        return StoreStats(size=1, inserted=1, sampled=0)
+
+
+def test_stop_reasons_in_order_of_precedence(tmp_path):
+    s = session(tmp_path, "run.total_env_steps=5000", "run.time_budget_s=3600")
+    assert stop_reason(s) is None
+    s.counters.env_steps = 5000
+    assert stop_reason(s) is StopReason.TOTAL_ENV_STEPS
+    s.started_at = time.time() - 3601
+    assert stop_reason(s) is StopReason.TOTAL_ENV_STEPS
+    s.counters.env_steps = 0
+    assert stop_reason(s) is StopReason.TIME_BUDGET
+    s.target_reached_s = 1.0
+    assert stop_reason(s) is StopReason.TARGET_REACHED
+
+
+def test_stop_reasons_read_as_their_text():
+    assert StopReason.TARGET_REACHED == "target_return reached"
+    assert f"stopped: {StopReason.INTERRUPTED}" == "stopped: interrupted"
+
+
+def test_a_run_that_reaches_its_budget_is_evaluated_then_checkpointed(tmp_path):
+    s = session(tmp_path, "run.total_env_steps=3000", "run.checkpoint_interval_env_steps=3000")
+    runtime = Runtime(s)
+    reason = run_until_stopped(s, runtime.step)
+    result = finish_run(s, reason, runtime)
+    assert reason is StopReason.TOTAL_ENV_STEPS
+    # the scheduled checkpoint at 3,000 steps is the final one
+    assert runtime.asked == ["step"] * 3 + ["evaluation", "checkpoint(periodic=True)"]
+    assert result.final_eval.mean == 100.0
+    assert result.stop_reason is StopReason.TOTAL_ENV_STEPS
+    assert result.counters.env_steps == 3000
+
+
+def test_a_run_that_reached_its_target_keeps_that_evaluation(tmp_path):
+    s = session(tmp_path, "run.target_return=50")
+    runtime = Runtime(s)
+    s.record_eval(EvalResult(np.array([60.0]), np.array([5])), 1000)
+    result = finish_run(s, stop_reason(s), runtime)
+    assert result.stop_reason is StopReason.TARGET_REACHED
+    assert runtime.asked == ["checkpoint(periodic=False)"]
+    assert result.final_eval.mean == 60.0
+    assert result.target_reached_s is not None
+
+
+def test_an_interrupted_run_is_checkpointed_without_an_evaluation(tmp_path):
+    s = session(tmp_path)
+    runtime = Runtime(s)
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    reason = run_until_stopped(s, interrupted)
+    result = finish_run(s, reason, runtime)
+    assert reason is StopReason.INTERRUPTED
+    assert runtime.asked == ["checkpoint(periodic=False)"]
+    assert result.final_eval is None
+
+
+@pytest.mark.parametrize("mean", [10.0, 500.0])
+def test_the_final_evaluation_can_reach_the_target(tmp_path, mean):
+    s = session(tmp_path, "run.total_env_steps=1000", "run.target_return=475")
+    runtime = Runtime(s, eval_mean=mean)
+    result = finish_run(s, run_until_stopped(s, runtime.step), runtime)
+    assert result.stop_reason is StopReason.TOTAL_ENV_STEPS
+    assert (result.target_reached_s is not None) == (mean >= 475)

@@ -1,0 +1,392 @@
+"""Each supervisor of the Ray runtime with fake actor handles: what it asks its actors for,
+and what it does when they answer, fail, die or hang."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from rayrl.config import WorkersConfig
+from rayrl.contract import StoreKind
+from rayrl.core import ChunkStats, EvalResult, StoreStats
+from rayrl.ray.dispatcher import Deaths, Dispatcher
+from rayrl.ray.evaluator import EvaluatorSupervisor
+from rayrl.ray.learners import CALLS_IN_FLIGHT, LearnerSupervisor
+from rayrl.ray.services import LearnerReport, LearnerStart
+from rayrl.ray.store import StoreSupervisor
+from rayrl.ray.workers import MAX_FAILURES_WITHOUT_PROGRESS, WorkerSupervisor
+from rayrl.session import Counters
+from rayrl.stats import RunStats
+from tests.fake_ray import FakeFactory, FakeRay, task_error
+
+KIND = StoreKind(namespace="replay", items="transitions", drops_stale=False)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class World:
+    """A dispatcher over fake references, a fake factory, and a started store supervisor."""
+
+    num_workers: int = 2
+    num_learners: int = 1
+    restore: Path | None = None
+    clock: Clock = field(default_factory=Clock)
+
+    def __post_init__(self) -> None:
+        self.dispatcher = Dispatcher(wait=FakeRay.wait, get=FakeRay.get)
+        self.deaths = Deaths()
+        self.factory = FakeFactory(num_learners=self.num_learners)
+        self.stats = RunStats(self.num_workers, KIND)
+        self.counters = Counters()
+        self.store = StoreSupervisor(
+            self.factory, self.dispatcher, self.deaths, KIND, self.stats, lambda: self.restore
+        )
+        self.store.start()
+
+    def pump(self) -> None:
+        self.dispatcher.poll(0.0)
+
+    def workers(self, **settings) -> WorkerSupervisor:
+        config = WorkersConfig(num_workers=self.num_workers, **settings)
+        supervisor = WorkerSupervisor(
+            self.factory,
+            self.dispatcher,
+            self.deaths,
+            self.store,
+            config,
+            self.counters,
+            self.stats,
+            clock=self.clock,
+        )
+        supervisor.start()
+        return supervisor
+
+
+def chunk_stats(worker: int, steps: int = 64) -> ChunkStats:
+    return ChunkStats(worker, steps, [10.0], [10], policy_version=0)
+
+
+# ---- workers ---------------------------------------------------------------------------------
+
+
+def test_each_worker_keeps_its_chunks_in_flight_and_sends_them_to_the_store():
+    world = World()
+    workers = world.workers(max_chunks_in_flight=2)
+    workers.request_chunks()
+    for slot in workers.slots:
+        assert len(slot.handle.calls_to("sample")) == 2
+    adds = world.store.handle.calls_to("add")
+    assert len(adds) == 4
+    # the chunk goes to the store by reference, never through the driver
+    chunk_refs = {call.refs[0] for slot in workers.slots for call in slot.handle.calls_to("sample")}
+    assert {add.args[0] for add in adds} == chunk_refs
+
+    workers.request_chunks()  # nothing more while both are in flight
+    assert len(world.store.handle.calls_to("add")) == 4
+
+    first = workers.slots[0].handle.calls_to("sample")[0]
+    first.refs[1].resolve(chunk_stats(0))
+    adds[0].ref.resolve(64 * 8)
+    world.pump()
+    assert world.counters.env_steps == 64
+    assert world.stats.inserted == 512
+    workers.request_chunks()
+    assert len(workers.slots[0].handle.calls_to("sample")) == 3
+
+
+def test_a_dead_worker_is_replaced_and_its_late_results_are_dropped():
+    world = World()
+    workers = world.workers(max_chunks_in_flight=2)
+    workers.request_chunks()
+    workers.publish("weights-v3", 3)
+    old = workers.slots[0].handle
+    first, second = old.calls_to("sample")
+    first.refs[1].fail(old.died())
+    world.pump()
+    slot = workers.slots[0]
+    assert old.killed
+    assert slot.handle is not old
+    assert slot.incarnation == 1
+    assert slot.handle.name == "worker-0.1"
+    # the replacement gets the newest weights at once
+    assert [c.args for c in slot.handle.calls_to("set_weights")] == [("weights-v3",)]
+    # a late answer from the dead worker's other call is not counted
+    second.refs[1].resolve(chunk_stats(0))
+    world.pump()
+    assert world.counters.env_steps == 0
+    assert world.stats.workers[0].restarts == 1
+    workers.request_chunks()
+    assert len(slot.handle.calls_to("sample")) == 2
+
+
+def test_a_worker_whose_sample_call_raises_is_replaced():
+    world = World()
+    workers = world.workers(max_chunks_in_flight=1)
+    workers.request_chunks()
+    workers.slots[1].handle.calls_to("sample")[0].refs[1].fail(task_error("env crashed"))
+    world.pump()
+    assert workers.slots[1].incarnation == 1
+    assert workers.slots[0].incarnation == 0
+
+
+def test_a_dead_store_is_recreated_and_the_worker_goes_on():
+    world = World()
+    workers = world.workers(max_chunks_in_flight=1)
+    workers.request_chunks()
+    old_store = world.store.handle
+    world.store.latest = StoreStats(size=300, inserted=300, sampled=0)
+    old_store.calls_to("add")[0].ref.fail(old_store.died())
+    world.pump()
+    assert old_store.killed
+    assert world.store.handle is not old_store
+    assert world.store.incarnation == 1
+    assert workers.slots[0].incarnation == 0  # the worker was not at fault
+    assert world.stats.counters["replay/restarts"] == 1
+    assert world.stats.counters["replay/lost_transitions"] == 300
+    workers.request_chunks()  # the freed slot sends its next chunk to the new store
+    assert len(world.store.handle.calls_to("add")) == 1
+
+
+def test_a_hung_worker_is_killed_and_replaced_but_waiting_for_the_store_is_not_hanging():
+    world = World()
+    workers = world.workers(max_chunks_in_flight=1, sample_timeout_s=10.0)
+    for slot in workers.slots:
+        slot.handle.calls_to("__ray_ready__")[0].ref.resolve(None)
+    world.pump()
+    workers.request_chunks()
+    # worker 1's sample returned, its chunk waits for the store's rate limit
+    workers.slots[1].handle.calls_to("sample")[0].refs[1].resolve(chunk_stats(1))
+    world.pump()
+    world.clock.now = 11.0
+    workers.check_hangs()
+    assert workers.slots[0].incarnation == 1  # sampled for 11 s: hung
+    assert workers.slots[1].incarnation == 0
+    assert world.stats.counters["worker/hangs"] == 1
+
+
+def test_a_worker_that_never_delivers_stops_the_run():
+    world = World(num_workers=1)
+    workers = world.workers(max_chunks_in_flight=1)
+
+    def fail_to_start() -> None:
+        handle = workers.slots[0].handle
+        handle.calls_to("__ray_ready__")[0].ref.fail(handle.died())
+        world.pump()
+
+    for _ in range(MAX_FAILURES_WITHOUT_PROGRESS - 1):
+        fail_to_start()
+    assert workers.slots[0].incarnation == MAX_FAILURES_WITHOUT_PROGRESS - 1
+    with pytest.raises(RuntimeError, match="failed 5 times in a row"):
+        fail_to_start()
+
+
+def test_weights_go_one_update_at_a_time_and_a_rollback_is_taken():
+    world = World(num_workers=1)
+    workers = world.workers()
+    handle = workers.slots[0].handle
+    workers.publish("v1", 1)
+    workers.publish("v2", 2)  # v1 is still being applied: v2 waits
+    assert [c.args for c in handle.calls_to("set_weights")] == [("v1",)]
+    assert handle.calls_to("set_weights")[0].options == {"concurrency_group": "weights"}
+    handle.calls_to("set_weights")[0].ref.resolve(None)
+    world.pump()
+    assert [c.args for c in handle.calls_to("set_weights")] == [("v1",), ("v2",)]
+    handle.calls_to("set_weights")[1].ref.resolve(None)
+    world.pump()
+    workers.publish("v1-restored", 1)  # older than the worker's: ignored...
+    assert len(handle.calls_to("set_weights")) == 2
+    workers.publish("v1-restored", 1, rollback=True)  # ...unless the learner was restored
+    assert handle.calls_to("set_weights")[-1].args == ("v1-restored",)
+
+
+# ---- learners --------------------------------------------------------------------------------
+
+
+@dataclass
+class Learners:
+    world: World
+    published: list = field(default_factory=list)
+    placements: list = field(default_factory=list)
+    restore_state: dict | None = None
+
+    def __post_init__(self) -> None:
+        world = self.world
+        self.supervisor = LearnerSupervisor(
+            world.factory,
+            world.dispatcher,
+            world.deaths,
+            world.store,
+            world.counters,
+            world.stats,
+            sync_interval=20,
+            restore_point=lambda: (LearnerStart(state=self.restore_state), "the checkpoint"),
+            publish=lambda info, version, rollback: self.published.append(
+                (info, version, rollback)
+            ),
+            on_placement=self.placements.append,
+        )
+
+
+def report(total: int, updates: int = 20) -> LearnerReport:
+    return LearnerReport(updates, total, update_s=0.5, wall_s=1.0, sampled=updates * 32)
+
+
+def test_learners_start_publish_and_keep_their_train_calls_queued():
+    world = World(num_learners=2)
+    learners = Learners(world)
+    supervisor = learners.supervisor
+    supervisor.start(LearnerStart())
+    first, second = supervisor.handles
+    first.calls_to("placement")[0].ref.resolve({"node_id": "n", "device": "cpu"})
+    weights = first.calls_to("weights")[0].ref.resolve("initial")
+    world.pump()
+    assert learners.placements == [{"node_id": "n", "device": "cpu"}]
+    assert learners.published == [(weights, 0, False)]
+
+    supervisor.request_updates()
+    assert len(first.calls_to("train")) == len(second.calls_to("train")) == CALLS_IN_FLIGHT
+    assert first.calls_to("train")[0].args == (20,)
+    report_ref, info_ref = first.calls_to("train")[0].refs
+    report_ref.resolve(report(total=20))
+    world.pump()
+    assert world.counters.updates == 20
+    assert learners.published[-1] == (info_ref, 20, False)
+    assert world.stats.updates == 20
+    supervisor.request_updates()
+    assert len(first.calls_to("train")) == CALLS_IN_FLIGHT + 1
+
+
+def test_a_dead_learner_is_restored_with_its_peers_from_the_restore_point():
+    world = World(num_learners=2)
+    learners = Learners(world, restore_state={"updates": 40})
+    supervisor = learners.supervisor
+    supervisor.start(LearnerStart())
+    supervisor.request_updates()
+    old = list(supervisor.handles)
+    late = old[0].calls_to("train")[1].refs[0]
+    old[1].calls_to("train")[0].refs[0].fail(old[1].died())
+    world.pump()
+    assert all(handle.killed for handle in old)
+    assert [h.name for h in supervisor.handles] == ["learner-0.1", "learner-1.1"]
+    assert supervisor.handles[0].start.state == {"updates": 40}
+    assert world.counters.updates == 40
+    assert world.stats.counters["learner/restarts"] == 1
+    late.resolve(report(total=80))  # the dead group's answer is not recorded
+    world.pump()
+    assert world.counters.updates == 40
+    weights = supervisor.handles[0].calls_to("weights")[0].ref.resolve("restored")
+    world.pump()
+    assert learners.published[-1] == (weights, 40, True)  # workers may hold newer weights
+    supervisor.request_updates()
+    assert len(supervisor.handles[0].calls_to("train")) == CALLS_IN_FLIGHT
+
+
+def test_learners_sample_from_a_recreated_store():
+    world = World()
+    learners = Learners(world)
+    supervisor = learners.supervisor
+    supervisor.start(LearnerStart())
+    supervisor.request_updates()
+    old_store = world.store.handle
+    supervisor.handles[0].calls_to("train")[0].refs[0].fail(old_store.died())
+    world.pump()
+    assert world.store.handle is not old_store
+    (call,) = supervisor.handles[0].calls_to("set_store")
+    assert call.args == (world.store.handle,)
+    assert world.stats.counters["learner/restarts"] == 0
+
+
+def test_an_error_in_the_update_itself_stops_the_run():
+    world = World()
+    supervisor = Learners(world).supervisor
+    supervisor.start(LearnerStart())
+    supervisor.request_updates()
+    supervisor.handles[0].calls_to("train")[0].refs[0].fail(task_error("shape mismatch"))
+    with pytest.raises(Exception, match="shape mismatch"):
+        world.pump()
+
+
+# ---- store -----------------------------------------------------------------------------------
+
+
+def test_store_figures_are_asked_for_one_at_a_time():
+    world = World()
+    world.store.refresh_stats()
+    world.store.refresh_stats()
+    (call,) = world.store.handle.calls_to("stats")
+    call.ref.resolve(StoreStats(size=5, inserted=5, sampled=0))
+    world.pump()
+    assert world.store.latest.size == 5
+    world.store.refresh_stats()
+    assert len(world.store.handle.calls_to("stats")) == 2
+
+
+def test_a_recreated_store_is_refilled_from_the_saved_buffer(tmp_path):
+    saved = tmp_path / "replay.npz"
+    world = World(restore=saved)
+    world.store.refresh_stats()
+    old = world.store.handle
+    old.calls_to("stats")[0].ref.fail(old.died())
+    world.pump()
+    assert world.factory.experience_restores == [saved, saved]
+    assert world.store.incarnation == 1
+
+
+# ---- evaluator -------------------------------------------------------------------------------
+
+
+def evaluator(world: World, timeout_s: float = 30.0) -> EvaluatorSupervisor:
+    supervisor = EvaluatorSupervisor(
+        world.factory, world.dispatcher, world.deaths, world.stats, timeout_s, clock=world.clock
+    )
+    supervisor.start()
+    return supervisor
+
+
+def test_an_evaluation_result_reaches_its_callback():
+    world = World()
+    supervisor = evaluator(world)
+    results = []
+    supervisor.request("weights", 10, False, results.append)
+    assert supervisor.pending
+    (call,) = supervisor.handle.calls_to("evaluate")
+    assert call.args == ("weights", 10, False)
+    result = EvalResult(returns=[1.0], lengths=[1])
+    call.ref.resolve(result)
+    world.pump()
+    assert results == [result]
+    assert not supervisor.pending
+
+
+@pytest.mark.parametrize("failure", ["error", "death", "timeout"])
+def test_a_failed_or_hung_evaluation_replaces_the_evaluator(failure):
+    world = World()
+    supervisor = evaluator(world, timeout_s=30.0)
+    results = []
+    supervisor.request("weights", 10, False, results.append)
+    old = supervisor.handle
+    call = old.calls_to("evaluate")[0]
+    if failure == "error":
+        call.ref.fail(task_error("env crashed"))
+    elif failure == "death":
+        call.ref.fail(old.died())
+    else:
+        world.clock.now = 31.0
+        supervisor.check_hung()
+    world.pump()
+    assert old.killed
+    assert supervisor.handle.name == "evaluator.1"
+    assert not supervisor.pending
+    assert world.stats.counters["eval/failures"] == 1
+    call.ref.resolve(EvalResult(returns=[1.0], lengths=[1]))  # too late: dropped
+    world.pump()
+    assert results == []
