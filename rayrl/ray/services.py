@@ -69,12 +69,18 @@ class ExperienceService:
 
     def sample(self, batch_size: int, num_batches: int, learner_version: int) -> list[Any]:
         """`num_batches` batches once the store can serve them; [] after `stop`."""
+
+        def ready() -> bool:
+            if self._stopped:
+                return True
+            size = self.store.stats().size
+            can = self.store.can_sample(batch_size, num_batches, learner_version)
+            if self.store.stats().size != size:  # it dropped stale items: room for adders
+                self._changed.notify_all()
+            return can
+
         with self._changed:
-            self._changed.wait_for(
-                lambda: (
-                    self._stopped or self.store.can_sample(batch_size, num_batches, learner_version)
-                )
-            )
+            self._changed.wait_for(ready)
             if self._stopped:
                 return []
             batches = self.store.sample(batch_size, num_batches, learner_version)

@@ -1,0 +1,66 @@
+"""The experience service's waiting: callers wait for the store, and are released."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from rayrl.core import StepBatch
+from rayrl.families.on_policy import ON_POLICY, QueueSettings
+from rayrl.processing import UnrollProcessor
+from rayrl.ray.services import ExperienceService
+
+
+def unrolls(version: int, num_envs: int = 2):
+    processor = UnrollProcessor(num_envs, num_steps=1)
+    processor.process(
+        StepBatch(
+            obs=np.zeros((num_envs, 1), np.float32),
+            actions=np.zeros(num_envs, np.int64),
+            rewards=np.zeros(num_envs, np.float32),
+            terminated=np.zeros(num_envs, bool),
+            truncated=np.zeros(num_envs, bool),
+            next_obs=np.zeros((num_envs, 1), np.float32),
+            env_reset=np.zeros(num_envs, bool),
+            extras={"logp": np.zeros(num_envs, np.float32)},
+        ),
+        version,
+    )
+    return processor.flush()
+
+
+def in_thread(call, *args):
+    results: list = []
+    thread = threading.Thread(target=lambda: results.append(call(*args)), daemon=True)
+    thread.start()
+    return thread, results
+
+
+def test_a_queue_full_of_stale_unrolls_lets_the_waiting_worker_in():
+    """The learner's request drops the stale unrolls; the worker waiting for room must wake
+    up, or both wait forever."""
+    service = ExperienceService(ON_POLICY, QueueSettings(4, max_policy_lag=2, items_per_chunk=2))
+    service.add(unrolls(version=0))
+    service.add(unrolls(version=0))  # full
+    adder, added = in_thread(service.add, unrolls(version=9))
+    adder.join(0.2)
+    assert adder.is_alive()  # no room yet
+    sampler, batches = in_thread(service.sample, 2, 1, 10)  # the version-0 unrolls are stale
+    adder.join(5)
+    sampler.join(5)
+    assert added == [2]
+    assert [b.policy_version for b in batches[0]] == [9]
+    assert service.stats().dropped == 4
+
+
+def test_stop_releases_every_waiting_caller():
+    service = ExperienceService(ON_POLICY, QueueSettings(2, max_policy_lag=2, items_per_chunk=2))
+    service.add(unrolls(version=0))
+    adder, added = in_thread(service.add, unrolls(version=0))
+    sampler, batches = in_thread(service.sample, 8, 1, 0)
+    service.stop()
+    adder.join(5)
+    sampler.join(5)
+    assert added == [0]
+    assert batches == [[]]
