@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from rayrl.algorithms import dqn, impala
+from rayrl.algorithms import dqn, impala, ppo
 from rayrl.contract import Algorithm
 
 ALGORITHMS: dict[str, Algorithm] = {
     "dqn": dqn.ALGORITHM,
     "impala": impala.ALGORITHM,
+    "ppo": ppo.ALGORITHM,
 }
 
 __all__ = ["ALGORITHMS", "Algorithm"]

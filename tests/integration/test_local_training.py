@@ -122,8 +122,9 @@ def test_checkpoints_are_loadable_with_weights_only(tiny):
             ],
         ),
         ("pong_impala", 2560, ["learner.batch_size=4", "workers.num_workers=1"]),
+        ("pong_ppo", 2048, ["workers.num_workers=1", "algorithm.epochs=1"]),
     ],
-    ids=["dqn", "impala"],
+    ids=["dqn", "impala", "ppo"],
 )
 def test_pong_end_to_end_on_cpu(tmp_path, preset, env_steps, algorithm_overrides):
     """Pong with the Nature CNN on CPU, no learning expected: it runs, updates, checkpoints,

@@ -1,0 +1,277 @@
+"""PPO (Schulman et al. 2017): the clipped surrogate objective over minibatch epochs.
+
+On-policy family: workers send unrolls with the behaviour log-probabilities of the policy
+version that acted; each learner update is one PPO iteration over a batch of unrolls. It
+computes values with the network as it is, then GAE advantages (Schulman et al. 2016;
+truncated episodes bootstrap from their true final observation's value, terminated ones do
+not), and runs `epochs` passes of `num_minibatches` minibatches of the clipped surrogate,
+optionally clipped value loss, and entropy bonus, with per-minibatch advantage
+normalisation, gradient-norm clipping, and linear annealing of the learning rate and of
+the clip range over the run. The probability ratio is taken against the behaviour policy
+that actually acted, so unrolls a few versions old (`max_policy_lag`) are corrected exactly
+as PPO corrects its own epochs.
+
+The loss is a mean over each minibatch, the scale of the reference implementations
+(OpenAI baselines' ppo2, CleanRL's ppo.py, Stable-Baselines3), so their hyperparameters
+mean here what they mean there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from rayrl.algorithms.actor_critic import (
+    episode_flags,
+    forward_unrolls,
+    make_actor_critic,
+    make_actor_critic_policy,
+)
+from rayrl.algorithms.torch_learner import TorchLearner, linear_decay
+from rayrl.config import Config, LearnerConfig, RunConfig
+from rayrl.contract import Algorithm
+from rayrl.core import Unrolls, UpdateResult
+from rayrl.envs.spec import EnvSpec
+from rayrl.errors import ConfigError
+from rayrl.families.on_policy import ON_POLICY, OnPolicyConfig, planned_updates
+from rayrl.seeding import derive_seed
+from rayrl.strict import bounded
+
+
+@dataclass(frozen=True)
+class PPOConfig(OnPolicyConfig):
+    """PPO with the clipped surrogate objective."""
+
+    name: str = "ppo"
+    num_steps: int = bounded(128, ge=1)
+    """Unroll length: env steps per env in every unroll a worker returns."""
+    max_policy_lag: int = bounded(4, ge=0)
+    """Unrolls acted by weights more than this many versions (updates) older than the
+    learner's are dropped and counted instead of learned from."""
+    gae_lambda: float = bounded(0.95, ge=0.0, le=1.0)
+    """GAE's lambda: 0 is the one-step TD advantage, 1 the Monte Carlo return's."""
+    epochs: int = bounded(4, ge=1)
+    """Passes over each batch."""
+    num_minibatches: int = bounded(4, ge=1)
+    """Minibatches per pass; a batch holds learner.batch_size x num_steps samples."""
+    clip_coef: float = bounded(0.2, gt=0.0)
+    """The surrogate's clip range: ratios outside [1 - clip, 1 + clip] give no gradient."""
+    clip_anneal: bool = False
+    """Anneal the clip range linearly to 0 over `run.total_env_steps`."""
+    value_clip: float | None = bounded(None, gt=0.0)
+    """Clip each value prediction to this distance from its value before the update (the
+    baselines' `cliprange_vf`); None does not clip."""
+    normalize_advantages: bool = True
+    """Normalise the advantages of each minibatch to mean 0 and standard deviation 1."""
+    value_coef: float = bounded(0.5, ge=0.0)
+    """Weight of the value loss."""
+    entropy_coef: float = bounded(0.0, ge=0.0)
+    """Weight of the entropy bonus."""
+    lr_decay: bool = True
+    """Anneal the learning rate linearly to 0 over `run.total_env_steps`."""
+
+    def check(self, config: Config) -> None:
+        super().check(config)
+        samples = config.learner.batch_size * self.num_steps
+        if self.num_minibatches > samples:
+            raise ConfigError(
+                f"algorithm.num_minibatches={self.num_minibatches} is more than the "
+                f"{samples} samples of a batch (learner.batch_size x algorithm.num_steps)"
+            )
+
+
+def gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    discounts: torch.Tensor,
+    continues: torch.Tensor,
+    lam: float,
+) -> torch.Tensor:
+    """Generalized advantage estimates, time-major (T, B).
+
+    A_t = delta_t + discounts_t * lam * continues_t * A_{t+1}, with
+    delta_t = r_t + discounts_t * V(x_{t+1}) - V(x_t). `discounts` is gamma, or 0 after a
+    termination; `continues` is 0 after any episode end, so that no advantage flows from the
+    next episode into this one; `next_values[t]` is V(x_{t+1}), the true final
+    observation's value after a truncation.
+    """
+    deltas = rewards + discounts * next_values - values
+    advantages = torch.zeros_like(values)
+    carry = torch.zeros_like(values[0])
+    for t in reversed(range(values.shape[0])):
+        carry = deltas[t] + discounts[t] * lam * continues[t] * carry
+        advantages[t] = carry
+    return advantages
+
+
+@dataclass
+class PPOLoss:
+    """The loss of a minibatch (`loss`, what is minimized) and its parts."""
+
+    loss: torch.Tensor
+    pg_loss: torch.Tensor
+    value_loss: torch.Tensor
+    entropy: torch.Tensor
+    approx_kl: torch.Tensor
+    clip_fraction: torch.Tensor
+
+
+def ppo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    entropy: torch.Tensor,
+    *,
+    clip: float,
+    value_clip: float | None,
+    value_coef: float,
+    entropy_coef: float,
+    normalize: bool,
+) -> PPOLoss:
+    """The PPO loss of one minibatch (all arguments 1-D over its samples), a mean over it:
+    -min(r A, clip(r, 1 - clip, 1 + clip) A) + value_coef * 0.5 (V - R)^2 (or its clipped
+    pessimum) - entropy_coef * H, with r = exp(logp - old_logp)."""
+    if normalize and len(advantages) > 1:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    log_ratio = logp - old_logp
+    ratio = log_ratio.exp()
+    clipped_ratio = ratio.clamp(1.0 - clip, 1.0 + clip)
+    pg_loss = torch.maximum(-advantages * ratio, -advantages * clipped_ratio).mean()
+    value_error = (values - returns).pow(2)
+    if value_clip is not None:
+        clipped = old_values + (values - old_values).clamp(-value_clip, value_clip)
+        value_error = torch.maximum(value_error, (clipped - returns).pow(2))
+    value_loss = 0.5 * value_error.mean()
+    mean_entropy = entropy.mean()
+    with torch.no_grad():
+        approx_kl = ((ratio - 1.0) - log_ratio).mean()
+        clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+    return PPOLoss(
+        loss=pg_loss + value_coef * value_loss - entropy_coef * mean_entropy,
+        pg_loss=pg_loss,
+        value_loss=value_loss,
+        entropy=mean_entropy,
+        approx_kl=approx_kl,
+        clip_fraction=clip_fraction,
+    )
+
+
+class PPOLearner(TorchLearner):
+    """The actor-critic network, Adam, and one PPO iteration per update."""
+
+    def __init__(
+        self, algo: PPOConfig, spec: EnvSpec, settings: LearnerConfig, run: RunConfig
+    ) -> None:
+        seed = derive_seed(run.seed, "learner")
+        super().__init__(settings, seed)
+        self.algo = algo
+        self.network = self.acting_network = make_actor_critic(algo, spec).to(self.device)
+        self.model = self.all_reduced(self.network)
+        self.optimizer = torch.optim.Adam(
+            self.network.parameters(), lr=settings.lr, eps=settings.optimizer_eps
+        )
+        self.total_updates = planned_updates(algo, settings, run)
+        self.scheduler = linear_decay(self.optimizer, self.total_updates, algo.lr_decay)
+        self.shuffle = torch.Generator().manual_seed(seed)
+
+    def components(self) -> dict[str, Any]:
+        return {"network": self.network, "optimizer": self.optimizer, "scheduler": self.scheduler}
+
+    @property
+    def clip(self) -> float:
+        """The clip range now (annealed with the updates when `clip_anneal`)."""
+        if not self.algo.clip_anneal:
+            return self.algo.clip_coef
+        return self.algo.clip_coef * max(0.0, 1.0 - self.updates / self.total_updates)
+
+    def targets(self, batch: Unrolls) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(values, advantages, returns), each (B, T), with the network as it is now."""
+        algo = self.algo
+        with torch.no_grad():
+            out = forward_unrolls(self.network, batch, self.tensor)
+            terminated, ended = episode_flags(batch, self.tensor)
+            advantages = gae(
+                self.tensor(batch.rewards).T,
+                out.values.T,
+                out.next_values.T,
+                (algo.gamma * (1.0 - terminated)).T,
+                (1.0 - ended).T,
+                algo.gae_lambda,
+            ).T
+        return out.values, advantages, advantages + out.values
+
+    def update(self, batch: Unrolls) -> UpdateResult:
+        algo = self.algo
+        values, advantages, returns = self.targets(batch)
+
+        # one sample per acted step
+        samples = {
+            "obs": self.tensor(batch.obs)[:, :-1].flatten(0, 1),
+            "actions": self.tensor(batch.actions).flatten(0, 1),
+            "old_logp": self.tensor(batch.behaviour_logp).flatten(),
+            "advantages": advantages.flatten(),
+            "returns": returns.flatten(),
+            "old_values": values.flatten(),
+        }
+        count, clip = len(samples["old_logp"]), self.clip
+        metrics: dict[str, list[torch.Tensor]] = {}
+        for _ in range(algo.epochs):
+            order = torch.randperm(count, generator=self.shuffle).to(self.device)
+            for minibatch in order.chunk(algo.num_minibatches):
+                mb = {name: column[minibatch] for name, column in samples.items()}
+                head, predicted = self.model(mb["obs"])
+                distribution = self.network.distribution(head)
+                loss = ppo_loss(
+                    distribution.log_prob(mb["actions"]),
+                    mb["old_logp"],
+                    mb["advantages"],
+                    predicted,
+                    mb["old_values"],
+                    mb["returns"],
+                    distribution.entropy(),
+                    clip=clip,
+                    value_clip=algo.value_clip,
+                    value_coef=algo.value_coef,
+                    entropy_coef=algo.entropy_coef,
+                    normalize=algo.normalize_advantages,
+                )
+                grad_norm = self.step(loss.loss)
+                parts = {**vars(loss), "grad_norm": grad_norm}
+                for name, value in parts.items():
+                    metrics.setdefault(name, []).append(value.detach())
+        self.scheduler.step()
+        self.updates += 1
+
+        means = torch.stack([torch.stack(steps).mean() for steps in metrics.values()]).tolist()
+        result = {f"learner/{name}": value for name, value in zip(metrics, means, strict=True)}
+        result["learner/explained_variance"] = explained_variance(
+            samples["old_values"], samples["returns"]
+        )
+        result["learner/lr"] = self.scheduler.get_last_lr()[0]
+        result["learner/clip"] = clip
+        return UpdateResult(metrics=result)
+
+
+def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
+    """1 - Var(target - predicted) / Var(target): how much of the returns' variance the
+    value function explains (nan when the returns do not vary)."""
+    variance = float(target.var())
+    if not np.isfinite(variance) or variance == 0.0:
+        return float("nan")
+    return 1.0 - float((target - predicted).var()) / variance
+
+
+ALGORITHM = Algorithm(
+    name="ppo",
+    config_class=PPOConfig,
+    family=ON_POLICY,
+    make_policy=make_actor_critic_policy,
+    make_learner=PPOLearner,
+)

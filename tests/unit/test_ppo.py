@@ -1,0 +1,252 @@
+"""PPO: GAE by hand, the loss against a straightforward reference (values and gradients),
+and the learner's update, targets, schedules and state."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rayrl.algorithms.ppo import gae, ppo_loss
+from rayrl.core import Unrolls
+from rayrl.envs import env_spec
+from rayrl.errors import ConfigError
+from rayrl.presets import load_config
+from tests.parts import learner_for
+
+# ---- GAE -------------------------------------------------------------------------------------
+
+
+def column(*values: float) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64)[:, None]  # (T, B=1)
+
+
+def test_gae_by_hand_with_a_termination_and_a_truncation():
+    """t=1 terminates (no bootstrap); t=2 is truncated and bootstraps from the value of its
+    true final observation (4.0), and no advantage flows across either episode end."""
+    gamma, lam = 0.9, 0.8
+    advantages = gae(
+        rewards=column(1.0, 2.0, 3.0),
+        values=column(0.5, 1.0, 1.5),
+        next_values=column(1.0, 1.5, 4.0),  # V(x1), anything (discounted away), V(final)
+        discounts=column(gamma, 0.0, gamma),
+        continues=column(1.0, 0.0, 0.0),
+        lam=lam,
+    )
+    # deltas: 1 + .9 * 1 - .5 = 1.4;  2 - 1 = 1.0;  3 + .9 * 4 - 1.5 = 5.1
+    # A2 = 5.1;  A1 = 1.0;  A0 = 1.4 + .9 * .8 * A1 = 2.12
+    np.testing.assert_allclose(advantages[:, 0].numpy(), [2.12, 1.0, 5.1])
+
+
+def test_gae_at_its_extremes_is_the_td_error_and_the_monte_carlo_advantage():
+    rng = np.random.default_rng(0)
+    rewards, values = (torch.from_numpy(rng.normal(size=(6, 3))) for _ in range(2))
+    next_values = torch.cat([values[1:], torch.from_numpy(rng.normal(size=(1, 3)))])
+    discounts, continues = torch.full((6, 3), 0.9, dtype=torch.float64), torch.ones(6, 3)
+    deltas = rewards + 0.9 * next_values - values
+    torch.testing.assert_close(
+        gae(rewards, values, next_values, discounts, continues, lam=0.0), deltas
+    )
+    returns = torch.zeros(6, 3, dtype=torch.float64)
+    carry = next_values[-1]
+    for t in reversed(range(6)):
+        carry = rewards[t] + 0.9 * carry
+        returns[t] = carry
+    torch.testing.assert_close(
+        gae(rewards, values, next_values, discounts, continues, lam=1.0), returns - values
+    )
+
+
+# ---- the loss --------------------------------------------------------------------------------
+
+
+def reference_loss(logp, old_logp, adv, values, old_values, returns, entropy, **settings):
+    """The PPO loss one sample at a time, as the paper writes it."""
+    n = len(logp)
+    adv = list(adv)
+    if settings["normalize"]:
+        mean = sum(adv) / n
+        std = math.sqrt(sum((float(a) - float(mean)) ** 2 for a in adv) / (n - 1))
+        adv = [(a - mean) / (std + 1e-8) for a in adv]
+    clip, value_clip = settings["clip"], settings["value_clip"]
+    policy = value = 0.0
+    for i in range(n):
+        ratio = torch.exp(logp[i] - old_logp[i])
+        clipped = torch.clamp(ratio, 1 - clip, 1 + clip)
+        policy = policy - min(ratio * adv[i], clipped * adv[i])
+        error = (values[i] - returns[i]) ** 2
+        if value_clip is not None:
+            moved = old_values[i] + torch.clamp(values[i] - old_values[i], -value_clip, value_clip)
+            error = max(error, (moved - returns[i]) ** 2)
+        value = value + 0.5 * error
+    mean_entropy = sum(entropy) / n
+    return policy / n + settings["value_coef"] * value / n - settings["entropy_coef"] * mean_entropy
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"clip": 0.2, "value_clip": None, "normalize": True},
+        {"clip": 0.1, "value_clip": 0.1, "normalize": False},
+    ],
+)
+def test_loss_and_gradients_match_the_per_sample_reference(settings):
+    settings = {**settings, "value_coef": 0.5, "entropy_coef": 0.01}
+    rng = np.random.default_rng(1)
+
+    def tensor(*shape, scale=1.0, grad=False):
+        return torch.tensor(scale * rng.normal(size=shape), dtype=torch.float64, requires_grad=grad)
+
+    old_logp = tensor(16, scale=0.5) - 1.0
+    logp = (
+        (old_logp + tensor(16, scale=0.3)).detach().requires_grad_()
+    )  # ratios near and past the clip
+    values, old_values = tensor(16, grad=True), tensor(16)
+    returns, advantages = tensor(16), tensor(16)
+    entropy = tensor(16, scale=0.1, grad=True)
+    args = (logp, old_logp, advantages, values, old_values, returns, entropy)
+
+    ours = ppo_loss(*args, **settings).loss
+    ours_grads = torch.autograd.grad(ours, [logp, values, entropy])
+    reference = reference_loss(*args, **settings)
+    reference_grads = torch.autograd.grad(reference, [logp, values, entropy])
+    torch.testing.assert_close(ours, reference)
+    for a, b in zip(ours_grads, reference_grads, strict=True):
+        torch.testing.assert_close(a, b)
+    ratios = (logp - old_logp).detach().exp()
+    assert ((ratios - 1).abs() > settings["clip"]).any()  # some ratios are clipped
+
+
+# ---- the learner -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    config = load_config("cartpole_ppo", ["algorithm.hidden_sizes=[16]", "run.seed=3"])
+    return config, env_spec(config.env)
+
+
+def one_state_batch(actions: np.ndarray, obs_row: np.ndarray) -> Unrolls:
+    """One-step episodes from one state; action 1 pays 1, action 0 nothing."""
+    unrolls, steps = actions.shape
+    return Unrolls(
+        obs=np.broadcast_to(obs_row, (unrolls, steps + 1, 4)).copy(),
+        actions=actions,
+        rewards=(actions == 1).astype(np.float32),
+        terminated=np.ones((unrolls, steps), dtype=bool),
+        truncated=np.zeros((unrolls, steps), dtype=bool),
+        behaviour_logp=np.full((unrolls, steps), np.log(0.5), dtype=np.float32),
+        final_obs=np.zeros((0, 4), dtype=np.float32),
+        final_index=np.zeros((0, 2), dtype=np.int64),
+        policy_versions=np.zeros(unrolls, dtype=np.int64),
+    )
+
+
+def test_updates_move_the_policy_to_the_rewarded_action(cartpole):
+    config, spec = cartpole
+    learner = learner_for(config, spec)
+    rng = np.random.default_rng(0)
+    obs_row = rng.normal(size=4).astype(np.float32)
+    for _ in range(15):
+        # fresh behaviour data from the current policy, as workers would send it
+        with torch.no_grad():
+            logits, _ = learner.network(torch.from_numpy(obs_row[None]))
+        probs = torch.softmax(logits, 1)[0].numpy().astype(np.float64)
+        actions = rng.choice(2, size=(8, 32), p=probs / probs.sum())
+        batch = one_state_batch(actions, obs_row)
+        batch.behaviour_logp = np.log(probs[actions]).astype(np.float32)
+        result = learner.update(batch)
+    with torch.no_grad():
+        logits, value = learner.network(torch.from_numpy(obs_row[None]))
+    assert torch.softmax(logits, 1)[0, 1] > 0.9
+    assert value.item() > 0.7
+    assert learner.updates == 15
+    expected = {"loss", "pg_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"}
+    assert {f"learner/{name}" for name in expected} <= set(result.metrics)
+    assert all(
+        np.isfinite(v) for k, v in result.metrics.items() if k != "learner/explained_variance"
+    )
+
+
+def test_a_truncated_step_bootstraps_from_its_true_final_observation(cartpole):
+    config, spec = cartpole
+    learner = learner_for(config, spec)
+    rng = np.random.default_rng(2)
+    obs = rng.normal(size=(1, 4, 4)).astype(np.float32)  # 3 steps + the bootstrap obs
+    final = rng.normal(size=(1, 4)).astype(np.float32)  # the truncated episode's last obs
+    batch = Unrolls(
+        obs=obs,
+        actions=np.array([[0, 1, 0]]),
+        rewards=np.array([[1.0, 2.0, 3.0]], dtype=np.float32),
+        terminated=np.array([[False, False, False]]),
+        truncated=np.array([[False, True, False]]),
+        behaviour_logp=np.zeros((1, 3), dtype=np.float32),
+        final_obs=final,
+        final_index=np.array([[0, 1]]),
+        policy_versions=np.zeros(1, dtype=np.int64),
+    )
+    values, advantages, returns = learner.targets(batch)
+    with torch.no_grad():
+        v = learner.network(torch.from_numpy(obs[0]))[1].double().numpy()
+        v_final = learner.network(torch.from_numpy(final))[1].double().item()
+    gamma, lam = config.algorithm.gamma, config.algorithm.gae_lambda
+    a2 = 3.0 + gamma * v[3] - v[2]  # a new episode from t=2, bootstrapping from obs[3]
+    a1 = 2.0 + gamma * v_final - v[1]  # truncated: the final obs's value, no carry from t=2
+    a0 = 1.0 + gamma * v[1] - v[0] + gamma * lam * a1
+    np.testing.assert_allclose(advantages[0].numpy(), [a0, a1, a2], rtol=1e-5)
+    np.testing.assert_allclose(returns[0].numpy(), np.array([a0, a1, a2]) + v[:3], rtol=1e-5)
+    np.testing.assert_allclose(values[0].numpy(), v[:3], rtol=1e-5)
+
+
+def test_learning_rate_and_clip_range_anneal_linearly(cartpole):
+    config, spec = cartpole
+    learner = learner_for(config, spec)
+    assert learner.clip == pytest.approx(0.2)
+    total = learner.total_updates
+    assert total == config.run.total_env_steps // (8 * 32)
+    batch = one_state_batch(np.zeros((8, 32), dtype=np.int64), np.zeros(4, np.float32))
+    result = learner.update(batch)
+    assert result.metrics["learner/clip"] == pytest.approx(0.2)
+    assert result.metrics["learner/lr"] == pytest.approx(1e-3 * (1 - 1 / total))
+    assert learner.clip == pytest.approx(0.2 * (1 - 1 / total))
+
+
+def test_state_round_trips_through_a_checkpoint(cartpole):
+    config, spec = cartpole
+    learner = learner_for(config, spec)
+    learner.update(one_state_batch(np.ones((8, 32), dtype=np.int64), np.ones(4, np.float32)))
+    restored = learner_for(config, spec)
+    restored.load_state_dict(learner.state_dict())
+    assert restored.updates == 1
+    assert restored.clip == learner.clip
+    assert restored.scheduler.get_last_lr() == learner.scheduler.get_last_lr()
+    for key, value in learner.get_weights().weights.items():
+        np.testing.assert_array_equal(restored.get_weights().weights[key], value)
+
+
+def test_gaussian_head_for_box_actions():
+    config = load_config(
+        "cartpole_ppo", ["env.id=Pendulum-v1", "algorithm.hidden_sizes=[16]", "algorithm.epochs=2"]
+    )
+    learner = learner_for(config, env_spec(config.env))
+    rng = np.random.default_rng(0)
+    batch = Unrolls(
+        obs=rng.normal(size=(8, 33, 3)).astype(np.float32),
+        actions=rng.normal(size=(8, 32, 1)).astype(np.float32),
+        rewards=rng.normal(size=(8, 32)).astype(np.float32),
+        terminated=np.zeros((8, 32), dtype=bool),
+        truncated=np.zeros((8, 32), dtype=bool),
+        behaviour_logp=np.full((8, 32), -1.0, dtype=np.float32),
+        final_obs=np.zeros((0, 3), dtype=np.float32),
+        final_index=np.zeros((0, 2), dtype=np.int64),
+        policy_versions=np.zeros(8, dtype=np.int64),
+    )
+    result = learner.update(batch)
+    assert np.isfinite(result.metrics["learner/loss"])
+
+
+def test_more_minibatches_than_samples_is_rejected():
+    with pytest.raises(ConfigError, match=r"algorithm.num_minibatches=300 is more than the 256"):
+        load_config("cartpole_ppo", ["algorithm.num_minibatches=300"])
