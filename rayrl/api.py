@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rayrl.algorithms import ALGORITHMS
-from rayrl.checkpoint import load_checkpoint, load_policy, policy_of
+from rayrl.checkpoint import load_checkpoint, policy_of, warm_start
 from rayrl.config import Config
 from rayrl.contract import Acting
 from rayrl.core import EvalResult
@@ -45,8 +45,7 @@ def validate(config: Config, checkpoint: dict[str, Any] | None = None) -> None:
     sources = []
     if checkpoint is not None:
         sources.append(("the checkpoint to resume from", policy_of(checkpoint)))
-    elif config.run.init_checkpoint is not None:
-        weights = load_policy(Path(config.run.init_checkpoint), config.algorithm.name)
+    elif (weights := warm_start(config.run.init_checkpoint, config.algorithm.name)) is not None:
         sources.append((f"run.init_checkpoint={config.run.init_checkpoint!r}", weights))
     for what, weights in sources:
         try:

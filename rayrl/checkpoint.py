@@ -98,6 +98,13 @@ def load_policy(path: Path, algorithm: str | None = None) -> ModelInfo:
     return policy_of(load_checkpoint(path, algorithm=algorithm))
 
 
+def warm_start(init_checkpoint: str | None, algorithm: str) -> ModelInfo | None:
+    """The acting weights a fresh run starts from (`run.init_checkpoint`), if any."""
+    if init_checkpoint is None:
+        return None
+    return load_policy(Path(init_checkpoint), algorithm)
+
+
 def to_numpy_tree(tree: Any) -> Any:
     """Torch tensors in a nested dict/list as numpy arrays (what crosses Ray's object store:
     several times faster than tensors)."""

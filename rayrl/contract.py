@@ -170,6 +170,14 @@ class PersistentStore(ExperienceStore, Protocol):
     def load(self, path: Path) -> None: ...
 
 
+def as_persistent(store: ExperienceStore) -> PersistentStore:
+    """`store` as a store that can be saved, or a TypeError: a family that persists its
+    store must build one that can (`Family.persists`)."""
+    if not isinstance(store, PersistentStore):
+        raise TypeError(f"{type(store).__name__} cannot be saved with a checkpoint")
+    return store
+
+
 @dataclass(frozen=True)
 class StoreKind:
     """How a family's store is named in metrics, logs and actor names."""

@@ -13,15 +13,14 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from rayrl.algorithms import ALGORITHMS
-from rayrl.checkpoint import load_learner_state, load_policy
+from rayrl.checkpoint import load_learner_state, warm_start
 from rayrl.config import Config
-from rayrl.contract import PersistentStore
+from rayrl.contract import as_persistent
 from rayrl.core import EvalResult, StoreStats
 from rayrl.evaluation import Evaluator
 from rayrl.run_policy import TrainResult, finish_run, run_until_stopped
@@ -56,23 +55,17 @@ class LocalRuntime:
         if resume is not None:
             load_learner_state(self.learner, resume, session.run_dir.latest_checkpoint)
             if self.persist and replay_path.is_file():
-                self._persistent_store().load(replay_path)
+                as_persistent(self.store).load(replay_path)
                 logger.info(
                     "replay refilled with %d transitions from the checkpoint",
                     self.store.stats().size,
                 )
-        elif config.run.init_checkpoint is not None:
-            warm_start = load_policy(Path(config.run.init_checkpoint), algorithm.name)
-            self.learner.set_policy_weights(warm_start)
+        elif (weights := warm_start(config.run.init_checkpoint, algorithm.name)) is not None:
+            self.learner.set_policy_weights(weights)
         self.policy = self.learner.get_weights()
         for worker in self.workers:
             worker.set_weights(self.policy)
         self.metrics: dict[str, list[float]] = defaultdict(list)
-
-    def _persistent_store(self) -> PersistentStore:
-        if not isinstance(self.store, PersistentStore):
-            raise TypeError(f"{type(self.store).__name__} cannot be saved with a checkpoint")
-        return self.store
 
     # ---- one round -----------------------------------------------------------------------
 
@@ -136,9 +129,8 @@ class LocalRuntime:
             worker.set_weights(self.policy)
 
     def _evaluate(self) -> EvalResult:
-        self._publish()
         result = self.evaluator.evaluate(
-            self.policy, self.config.run.eval_episodes, self.session.video_due()
+            self.learner.get_weights(), self.config.run.eval_episodes, self.session.video_due()
         )
         if self.session.record_eval(result, self.session.counters.env_steps):
             self._checkpoint(best=True)
@@ -146,7 +138,7 @@ class LocalRuntime:
 
     def _checkpoint(self, best: bool = False, periodic: bool = False) -> None:
         if self.persist and not best:
-            self._persistent_store().save(self.session.run_dir.replay_path)
+            as_persistent(self.store).save(self.session.run_dir.replay_path)
         self.session.save_checkpoint(
             self.learner.state_dict(), self.learner.get_weights(), best=best, periodic=periodic
         )

@@ -74,10 +74,16 @@ def stop_reason(session: TrainingSession) -> StopReason | None:
     return None
 
 
-def run_until_stopped(session: TrainingSession, step: Callable[[], None]) -> StopReason:
-    """Call `step` until a stop condition holds; Ctrl-C (or SIGTERM, which the CLI turns into
-    it) stops the run too."""
+def run_until_stopped(
+    session: TrainingSession,
+    step: Callable[[], None],
+    start: Callable[[], None] = lambda: None,
+) -> StopReason:
+    """`start()`, then `step()` until a stop condition holds (perhaps at once: a resumed run
+    that has reached its budget); Ctrl-C (or SIGTERM, which the CLI turns into it) stops the
+    run too, also while it starts."""
     try:
+        start()
         while (reason := stop_reason(session)) is None:
             step()
         return reason

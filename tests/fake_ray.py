@@ -67,15 +67,25 @@ class _Method:
         count = self._options.get("num_returns", 1)
         refs = tuple(FakeRef(f"{self.actor.name}.{self.name}#{i}") for i in range(count))
         self.actor.calls.append(Call(self.name, args, self._options, refs))
+        behaviour = self.actor.behaviour.get(self.name)
+        if behaviour is not None:  # answer at once, as Ray would once the call ran
+            # Ray hands a method the values of the references it is called with
+            values = [a.value if isinstance(a, FakeRef) else a for a in args]
+            result = behaviour(*values)
+            for ref, value in zip(refs, result if count > 1 else (result,), strict=True):
+                ref.resolve(value)
         return refs if count > 1 else refs[0]
 
 
 class FakeActor:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, behaviour: dict[str, Any] | None = None) -> None:
+        """`behaviour` maps method names to functions computing their results from the
+        call's arguments; calls to other methods wait for the test to resolve them."""
         self.name = name
         self._actor_id = _Id(f"{name}-{next(_ids)}")
         self.calls: list[Call] = []
         self.killed = False
+        self.behaviour = behaviour or {}
 
     @property
     def id(self) -> str:
@@ -116,13 +126,18 @@ class FakeRay:
 
 @dataclass
 class FakeFactory:
+    """Makes fake actors; `behaviours` gives each role's methods (a role is the actor's
+    name up to its index: "worker", "replay", "learner", "evaluator")."""
+
     num_learners: int = 1
     learner_gpus: float = 0.0
+    behaviours: dict[str, dict[str, Any]] = field(default_factory=dict)
     made: list[FakeActor] = field(default_factory=list)
     experience_restores: list[Any] = field(default_factory=list)
 
     def _make(self, name: str) -> FakeActor:
-        actor = FakeActor(name)
+        role = name.split("-")[0].split(".")[0]
+        actor = FakeActor(name, self.behaviours.get(role))
         self.made.append(actor)
         return actor
 

@@ -14,6 +14,7 @@ the store's `add`); `Deaths` hands it to the supervisor that runs the dead actor
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from typing import Any, Protocol
 
 import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
+
+logger = logging.getLogger(__name__)
 
 
 class Life:
@@ -150,5 +153,6 @@ class Deaths:
         for supervisor in self.supervisors:
             if supervisor.owns(dead):
                 supervisor.on_died(dead)
-                break
+                return True
+        logger.debug("actor %s died after it was replaced", dead)
         return True

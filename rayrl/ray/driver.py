@@ -20,11 +20,12 @@ from typing import Any
 from ray.exceptions import RayError
 
 from rayrl.algorithms import ALGORITHMS
-from rayrl.checkpoint import load_checkpoint, load_policy, to_torch_tree
+from rayrl.checkpoint import load_checkpoint, to_torch_tree, warm_start
 from rayrl.config import Config
 from rayrl.core import EvalResult, ModelInfo, StoreStats
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life
 from rayrl.ray.evaluator import EvaluatorSupervisor
+from rayrl.ray.factory import ActorFactory
 from rayrl.ray.learners import LearnerSupervisor
 from rayrl.ray.services import LearnerStart
 from rayrl.ray.store import StoreSupervisor
@@ -46,7 +47,7 @@ class RayDriver:
         config: Config,
         session: TrainingSession,
         resume: dict[str, Any] | None,
-        factory: Any,
+        factory: ActorFactory,
         dispatcher: Dispatcher | None = None,
     ) -> None:
         self.config = config
@@ -71,18 +72,14 @@ class RayDriver:
             self.store,
             counters,
             stats,
-            config.learner.sync_interval,
-            self._restore_point,
-            self._publish,
-            self._on_placement,
+            sync_interval=config.learner.sync_interval,
+            restore_point=self._restore_point,
+            publish=self.workers.publish,
+            on_placement=self._on_placement,
         )
         self.evaluator = EvaluatorSupervisor(
             factory, self.dispatcher, deaths, stats, config.run.eval_timeout_s
         )
-        self.latest_info: Any = None
-        """A reference to the newest published `ModelInfo`."""
-        self.latest_version = -1
-        self.started = False
         self._checkpoint_life: Life | None = None
 
     # ---- set-up ------------------------------------------------------------------------------
@@ -90,7 +87,6 @@ class RayDriver:
     def _start(self) -> None:
         """Create every actor at once (their processes start in parallel); nothing here waits
         for an actor."""
-        self.started = True
         self.store.start()
         if self.resume is not None:
             start = LearnerStart(state=self.resume["learner"])
@@ -101,10 +97,7 @@ class RayDriver:
         self.workers.start()
 
     def _warm_start(self) -> ModelInfo | None:
-        """Weights to start a fresh run from (`run.init_checkpoint`), if any."""
-        if self.config.run.init_checkpoint is None:
-            return None
-        return load_policy(Path(self.config.run.init_checkpoint), self.config.algorithm.name)
+        return warm_start(self.config.run.init_checkpoint, self.config.algorithm.name)
 
     def _saved_buffer(self) -> Path | None:
         """The buffer saved with the last checkpoint, to refill a new store from."""
@@ -132,23 +125,22 @@ class RayDriver:
             "" if device.startswith("cuda") else " (torch sees no CUDA device: training on CPU)",
         )
 
-    def _publish(self, info: Any, version: int, rollback: bool) -> None:
-        self.latest_info, self.latest_version = info, version
-        self.workers.publish(info, version, rollback=rollback)
+    @property
+    def latest_info(self) -> Any:
+        """A reference to the newest published `ModelInfo` (None before the first)."""
+        return self.workers.latest_info
 
     # ---- the loop ----------------------------------------------------------------------------
 
     def run(self) -> TrainResult:
         try:
-            reason = run_until_stopped(self.session, self.step)
+            reason = run_until_stopped(self.session, self.step, start=self._start)
             self._stop_sampling()
             return finish_run(self.session, reason, self)
         finally:
             self._kill_actors()  # also when the loop fails: no actor outlives its run
 
     def step(self) -> None:
-        if not self.started:
-            self._start()
         self.workers.request_chunks()
         self.learners.request_updates()
         session = self.session
@@ -228,6 +220,8 @@ class RayDriver:
         return self.evaluator.pending
 
     def final_evaluation(self) -> EvalResult | None:
+        if self.evaluator.handle is None or not self.learners.handles:
+            return None  # interrupted while starting
         timeout = self.config.run.eval_timeout_s
         self.dispatcher.drain(self._evaluating, timeout)
         self.session.last_eval = None
@@ -236,6 +230,9 @@ class RayDriver:
         return self.session.last_eval
 
     def final_checkpoint(self, periodic: bool) -> None:
+        if not self.learners.handles:
+            logger.warning("no final checkpoint: the run stopped before its learner started")
+            return
         self.dispatcher.drain(lambda: self._checkpoint_pending, SHUTDOWN_TIMEOUT_S)
         if len(self.learners.handles) > 1:
             self._check_learners_agree()

@@ -11,6 +11,7 @@ from typing import Any
 
 from rayrl.core import EvalResult
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
+from rayrl.ray.factory import ActorFactory
 from rayrl.stats import RunStats
 
 logger = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ logger = logging.getLogger(__name__)
 class EvaluatorSupervisor:
     def __init__(
         self,
-        factory: Any,
+        factory: ActorFactory,
         dispatcher: Dispatcher,
         deaths: Deaths,
         stats: RunStats,
@@ -35,6 +36,7 @@ class EvaluatorSupervisor:
         self.handle: Any = None
         self.life = Life()
         self.incarnation = 0
+        """Numbers the actor's name; `life` guards its calls."""
         self._running: Life | None = None
         self._started_at = 0.0
         deaths.supervisors.append(self)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
+from rayrl.ray.factory import ActorFactory
 from rayrl.ray.services import LearnerReport, LearnerStart
 from rayrl.ray.store import StoreSupervisor
 from rayrl.session import Counters
@@ -31,20 +32,22 @@ CALLS_IN_FLIGHT = 2
 class LearnerSupervisor:
     def __init__(
         self,
-        factory: Any,
+        factory: ActorFactory,
         dispatcher: Dispatcher,
         deaths: Deaths,
         store: StoreSupervisor,
         counters: Counters,
         stats: RunStats,
+        *,
         sync_interval: int,
         restore_point: Callable[[], tuple[LearnerStart, str]],
-        publish: Callable[[Any, int, bool], None],
+        publish: Callable[..., None],
         on_placement: Callable[[dict[str, str]], None],
     ) -> None:
         """`restore_point()` gives where restored learners start from and a description of it
-        for the log; `publish(info, version, rollback)` hands new weights on; `on_placement`
-        hears where the learner runs."""
+        for the log; `publish(info, version, rollback=...)` hands new weights on (a reference
+        to a `ModelInfo`; `rollback` after a restore); `on_placement` hears where the learner
+        runs."""
         self.factory = factory
         self.dispatcher = dispatcher
         self.deaths = deaths
@@ -58,6 +61,7 @@ class LearnerSupervisor:
         self.handles: list[Any] = []
         self.life = Life()
         self.incarnation = 0
+        """Numbers the actors' names; `life` guards their calls."""
         self.calls = 0
         """`train` calls of the first learner not yet returned."""
         self.stopped = False
@@ -80,7 +84,10 @@ class LearnerSupervisor:
         version = self.counters.updates
         weights = self.first.weights.remote()
         self.dispatcher.submit(
-            weights, lambda _: self.publish(weights, version, rollback), lambda _: None, self.life
+            weights,
+            lambda _: self.publish(weights, version, rollback=rollback),
+            lambda _: None,
+            self.life,
         )
 
     def stop(self) -> None:
@@ -109,7 +116,7 @@ class LearnerSupervisor:
                 self.stats.add_updates(
                     report.metrics, report.updates, report.update_s, report.wall_s, report.sampled
                 )
-                self.publish(info, report.total_updates, False)
+                self.publish(info, report.total_updates, rollback=False)
 
         return on_report
 

@@ -30,7 +30,7 @@ import torch.distributed as dist
 from rayrl.algorithms import ALGORITHMS
 from rayrl.checkpoint import to_numpy_tree
 from rayrl.config import AlgorithmConfig, LearnerConfig, RunConfig
-from rayrl.contract import Family, Learner, PersistentStore
+from rayrl.contract import Family, Learner, as_persistent
 from rayrl.core import ModelInfo, StoreStats
 from rayrl.envs.spec import EnvSpec
 
@@ -48,14 +48,9 @@ class ExperienceService:
     def __init__(self, family: Family, settings: Any, restore: Path | None = None) -> None:
         self.store = family.make_store(settings)
         if restore is not None and restore.is_file():
-            self._persistent().load(restore)
+            as_persistent(self.store).load(restore)
         self._changed = threading.Condition()
         self._stopped = False
-
-    def _persistent(self) -> PersistentStore:
-        if not isinstance(self.store, PersistentStore):
-            raise TypeError(f"{type(self.store).__name__} cannot be saved with a checkpoint")
-        return self.store
 
     def add(self, chunk: Any) -> int:
         """Insert a chunk once the store takes it; returns the items inserted."""
@@ -98,7 +93,7 @@ class ExperienceService:
     def save(self, path: Path) -> int:
         """Write the store to `path` (on this actor's node); returns its size."""
         with self._changed:
-            self._persistent().save(path)
+            as_persistent(self.store).save(path)
             return self.store.stats().size
 
     def stop(self) -> None:
@@ -119,7 +114,6 @@ class LearnerReport:
     wall_s: float
     sampled: int
     metrics: dict[str, list[float]] = field(default_factory=dict)
-    store_stopped: bool = False
 
 
 @dataclass(frozen=True)
@@ -238,13 +232,11 @@ class LearnerService:
         metrics: dict[str, list[float]] = defaultdict(list)
         indices, priorities = [], []
         done = 0
-        stopped = False
         while done < num_updates:
             batch = self._next_batch()
             if self.distributed and not self._all_have(batch):
                 batch = None  # a peer's store was stopped: all stop, none waits in all-reduce
-            if batch is None:
-                stopped = True
+            if batch is None:  # the store was stopped: the run is ending
                 break
             t0 = time.perf_counter()
             result = self._learner.update(batch)
@@ -266,7 +258,6 @@ class LearnerService:
             wall_s=time.perf_counter() - start,
             sampled=done * self.settings.batch_size,
             metrics=dict(metrics),
-            store_stopped=stopped,
         )
         return report, self._learner.get_weights()
 

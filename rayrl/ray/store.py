@@ -16,6 +16,7 @@ from typing import Any
 from rayrl.contract import StoreKind
 from rayrl.core import StoreStats
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
+from rayrl.ray.factory import ActorFactory
 from rayrl.stats import RunStats
 
 logger = logging.getLogger(__name__)
@@ -24,7 +25,7 @@ logger = logging.getLogger(__name__)
 class StoreSupervisor:
     def __init__(
         self,
-        factory: Any,
+        factory: ActorFactory,
         dispatcher: Dispatcher,
         deaths: Deaths,
         kind: StoreKind,
@@ -41,6 +42,7 @@ class StoreSupervisor:
         self.handle: Any = None
         self.life = Life()
         self.incarnation = 0
+        """Numbers the actor's name; `life` guards its calls."""
         self.latest: StoreStats | None = None
         """The figures of the last stats call (None until one returns)."""
         self.on_replaced: list[Callable[[Any], None]] = []
@@ -95,9 +97,16 @@ class StoreSupervisor:
             logger.warning("the %s actor's figures failed: %s", self.kind.namespace, error)
 
     def save(self, path: Path) -> None:
-        """Write the store beside the checkpoint (nobody waits for it)."""
-        self.handle.save.remote(path)
+        """Write the store beside the checkpoint (nobody waits for it; a failure is logged
+        with the path and its cause)."""
+
+        def failed(error: BaseException) -> None:
+            if not self.deaths.handle(error):
+                logger.error("could not save the %s to %s: %s", self.kind.namespace, path, error)
+
+        self.dispatcher.submit(self.handle.save.remote(path), lambda _: None, failed, self.life)
 
     def stop(self) -> None:
         """Stop taking chunks and serving batches; releases every waiting caller."""
-        self.handle.stop.remote()
+        if self.handle is not None:
+            self.handle.stop.remote()

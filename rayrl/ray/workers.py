@@ -24,6 +24,7 @@ from typing import Any
 from rayrl.config import WorkersConfig
 from rayrl.core import ChunkStats
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
+from rayrl.ray.factory import ActorFactory
 from rayrl.ray.store import StoreSupervisor
 from rayrl.session import Counters
 from rayrl.stats import RunStats
@@ -44,6 +45,7 @@ class WorkerSlot:
     handle: Any
     life: Life = field(default_factory=Life)
     incarnation: int = 0
+    """Numbers the actor's name (`worker-<index>.<incarnation>`); `life` guards its calls."""
     in_flight: int = 0
     """Chunks requested and not yet in the store."""
     sampling: int = 0
@@ -61,7 +63,7 @@ class WorkerSlot:
 class WorkerSupervisor:
     def __init__(
         self,
-        factory: Any,
+        factory: ActorFactory,
         dispatcher: Dispatcher,
         deaths: Deaths,
         store: StoreSupervisor,
@@ -81,6 +83,7 @@ class WorkerSupervisor:
         self.slots: list[WorkerSlot] = []
         self.stopped = False
         self.latest_info: Any = None
+        """A reference to the newest published `ModelInfo` (None before the first)."""
         self.latest_version = -1
         deaths.supervisors.append(self)
 
@@ -124,12 +127,12 @@ class WorkerSupervisor:
             lambda error: self._on_error(slot, error),
             life,
         )
-        # the store's answer counts even after the worker is replaced: the chunk went in
+        # no life guards the store's answer: the chunk went in (or failed) whichever actor
+        # was replaced since, and the worker's slot is freed only if it is still this life
         self.dispatcher.submit(
             add_ref,
             lambda inserted: self._on_chunk_added(slot, life, inserted),
             lambda error: self._on_add_error(slot, life, error),
-            self.store.life,
         )
 
     def _on_chunk_stats(self, slot: WorkerSlot, stats: ChunkStats) -> None:
@@ -183,6 +186,9 @@ class WorkerSupervisor:
 
     def _replace(self, slot: WorkerSlot) -> None:
         self.factory.kill(slot.handle)
+        if self.stopped:  # the run is ending: no new worker
+            slot.life.end()
+            return
         slot.failures += 1
         if slot.failures >= MAX_FAILURES_WITHOUT_PROGRESS:
             raise RuntimeError(

@@ -3,6 +3,7 @@ and what it does when they answer, fail, die or hang."""
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from rayrl.contract import StoreKind
 from rayrl.core import ChunkStats, EvalResult, StoreStats
 from rayrl.ray.dispatcher import Deaths, Dispatcher
 from rayrl.ray.evaluator import EvaluatorSupervisor
+from rayrl.ray.factory import ActorFactory
 from rayrl.ray.learners import CALLS_IN_FLIGHT, LearnerSupervisor
 from rayrl.ray.services import LearnerReport, LearnerStart
 from rayrl.ray.store import StoreSupervisor
@@ -156,6 +158,24 @@ def test_a_dead_store_is_recreated_and_the_worker_goes_on():
     assert len(world.store.handle.calls_to("add")) == 1
 
 
+def test_every_worker_sends_its_next_chunks_to_a_store_that_replaced_a_dead_one():
+    """The store's death is often reported first by another call (the learner's): the adds
+    still out to the dead store must free their workers' slots all the same."""
+    world = World(num_workers=2)
+    workers = world.workers(max_chunks_in_flight=2)
+    workers.request_chunks()
+    old_store = world.store.handle
+    assert world.deaths.handle(old_store.died())  # as the learner's train call reports it
+    assert world.store.handle is not old_store
+    for call in old_store.calls_to("add"):
+        call.ref.fail(old_store.died())
+    world.pump()
+    assert [slot.in_flight for slot in workers.slots] == [0, 0]
+    assert world.store.incarnation == 1  # one replacement, however many calls saw the death
+    workers.request_chunks()
+    assert len(world.store.handle.calls_to("add")) == 4
+
+
 def test_a_hung_worker_is_killed_and_replaced_but_waiting_for_the_store_is_not_hanging():
     world = World()
     workers = world.workers(max_chunks_in_flight=1, sample_timeout_s=10.0)
@@ -187,6 +207,19 @@ def test_a_worker_that_never_delivers_stops_the_run():
     assert workers.slots[0].incarnation == MAX_FAILURES_WITHOUT_PROGRESS - 1
     with pytest.raises(RuntimeError, match="failed 5 times in a row"):
         fail_to_start()
+
+
+def test_no_worker_is_replaced_once_the_run_is_ending():
+    world = World(num_workers=1)
+    workers = world.workers(max_chunks_in_flight=1)
+    workers.request_chunks()
+    workers.stop()
+    old = workers.slots[0].handle
+    old.calls_to("sample")[0].refs[1].fail(old.died())
+    world.pump()
+    assert old.killed
+    assert workers.slots[0].handle is old
+    assert [a.name for a in world.factory.made if a.name.startswith("worker")] == ["worker-0.0"]
 
 
 def test_weights_go_one_update_at_a_time_and_a_rollback_is_taken():
@@ -390,3 +423,13 @@ def test_a_failed_or_hung_evaluation_replaces_the_evaluator(failure):
     call.ref.resolve(EvalResult(returns=[1.0], lengths=[1]))  # too late: dropped
     world.pump()
     assert results == []
+
+
+def test_the_fake_factory_makes_actors_the_way_the_real_one_does():
+    """The supervisors' tests stand for the real runtime only while the fake keeps pace."""
+
+    def parameters(function) -> list[str]:
+        return [p for p in inspect.signature(function).parameters if p != "self"]
+
+    for name in ("worker", "experience", "learners", "evaluator", "kill"):
+        assert parameters(getattr(FakeFactory, name)) == parameters(getattr(ActorFactory, name))
