@@ -7,9 +7,14 @@ truncated episodes bootstrap from their true final observation's value, terminat
 not), and runs `epochs` passes of `num_minibatches` minibatches of the clipped surrogate,
 optionally clipped value loss, and entropy bonus, with per-minibatch advantage
 normalisation, gradient-norm clipping, and linear annealing of the learning rate and of
-the clip range over the run. The probability ratio is taken against the behaviour policy
-that actually acted, so unrolls a few versions old (`max_policy_lag`) are corrected exactly
-as PPO corrects its own epochs.
+the clip range over the run.
+
+Unrolls may have been acted by weights a few versions older than the learner's
+(`max_policy_lag`): the objective is decoupled PPO's (Hilton et al. 2021, "Batch
+size-invariance for policy optimization"), which clips the ratio pi / pi_start around the
+network as it is at the start of the update and weights each sample by pi_start / pi_acted,
+truncated at `max_behaviour_weight` (as RLlib's APPO truncates it at 2). With fresh unrolls
+the weight is 1 and this is the original objective.
 
 The loss is a mean over each minibatch, the scale of the reference implementations
 (OpenAI baselines' ppo2, CleanRL's ppo.py, Stable-Baselines3), so their hyperparameters
@@ -72,14 +77,18 @@ class PPOConfig(OnPolicyConfig):
     """Weight of the entropy bonus."""
     lr_decay: bool = True
     """Anneal the learning rate linearly to 0 over `run.total_env_steps`."""
+    max_behaviour_weight: float = bounded(2.0, gt=0.0)
+    """Truncation of each sample's weight pi_start / pi_acted, which corrects unrolls acted
+    by older weights than the learner's (1 for fresh ones)."""
 
     def check(self, config: Config) -> None:
         super().check(config)
         samples = config.learner.batch_size * self.num_steps
-        if self.num_minibatches > samples:
+        if samples % self.num_minibatches:
             raise ConfigError(
-                f"algorithm.num_minibatches={self.num_minibatches} is more than the "
-                f"{samples} samples of a batch (learner.batch_size x algorithm.num_steps)"
+                f"algorithm.num_minibatches={self.num_minibatches} does not divide the "
+                f"{samples} samples of a batch (learner.batch_size x algorithm.num_steps = "
+                f"{config.learner.batch_size} x {self.num_steps}) into equal minibatches"
             )
 
 
@@ -123,6 +132,7 @@ class PPOLoss:
 def ppo_loss(
     logp: torch.Tensor,
     old_logp: torch.Tensor,
+    behaviour_weights: torch.Tensor,
     advantages: torch.Tensor,
     values: torch.Tensor,
     old_values: torch.Tensor,
@@ -136,14 +146,16 @@ def ppo_loss(
     normalize: bool,
 ) -> PPOLoss:
     """The PPO loss of one minibatch (all arguments 1-D over its samples), a mean over it:
-    -min(r A, clip(r, 1 - clip, 1 + clip) A) + value_coef * 0.5 (V - R)^2 (or its clipped
-    pessimum) - entropy_coef * H, with r = exp(logp - old_logp)."""
+    -w min(r A, clip(r, 1 - clip, 1 + clip) A) + value_coef * 0.5 (V - R)^2 (or its
+    clipped pessimum) - entropy_coef * H, with r = exp(logp - old_logp), `old_logp` the
+    policy at the start of the update and w the `behaviour_weights` (1 for fresh samples)."""
     if normalize and len(advantages) > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
     clipped_ratio = ratio.clamp(1.0 - clip, 1.0 + clip)
-    pg_loss = torch.maximum(-advantages * ratio, -advantages * clipped_ratio).mean()
+    surrogate = torch.maximum(-advantages * ratio, -advantages * clipped_ratio)
+    pg_loss = (behaviour_weights * surrogate).mean()
     value_error = (values - returns).pow(2)
     if value_clip is not None:
         clipped = old_values + (values - old_values).clamp(-value_clip, value_clip)
@@ -161,6 +173,17 @@ def ppo_loss(
         approx_kl=approx_kl,
         clip_fraction=clip_fraction,
     )
+
+
+@dataclass
+class PPOTargets:
+    """What an update computes once, before its epochs, each (B, T)."""
+
+    values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    logp: torch.Tensor
+    """Log-probabilities of the acted actions under the network at the update's start."""
 
 
 class PPOLearner(TorchLearner):
@@ -191,8 +214,9 @@ class PPOLearner(TorchLearner):
             return self.algo.clip_coef
         return self.algo.clip_coef * max(0.0, 1.0 - self.updates / self.total_updates)
 
-    def targets(self, batch: Unrolls) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(values, advantages, returns), each (B, T), with the network as it is now."""
+    def targets(self, batch: Unrolls) -> PPOTargets:
+        """Advantages, returns and the policy's log-probabilities with the network as it is
+        at the start of the update, each (B, T)."""
         algo = self.algo
         with torch.no_grad():
             out = forward_unrolls(self.network, batch, self.tensor)
@@ -205,20 +229,24 @@ class PPOLearner(TorchLearner):
                 (1.0 - ended).T,
                 algo.gae_lambda,
             ).T
-        return out.values, advantages, advantages + out.values
+            logp = self.network.distribution(out.head).log_prob(self.tensor(batch.actions))
+        return PPOTargets(out.values, advantages, advantages + out.values, logp)
 
     def update(self, batch: Unrolls) -> UpdateResult:
         algo = self.algo
-        values, advantages, returns = self.targets(batch)
+        start = self.targets(batch)
+        behaviour_logp = self.tensor(batch.behaviour_logp)
+        weights = (start.logp - behaviour_logp).exp().clamp(max=algo.max_behaviour_weight)
 
         # one sample per acted step
         samples = {
             "obs": self.tensor(batch.obs)[:, :-1].flatten(0, 1),
             "actions": self.tensor(batch.actions).flatten(0, 1),
-            "old_logp": self.tensor(batch.behaviour_logp).flatten(),
-            "advantages": advantages.flatten(),
-            "returns": returns.flatten(),
-            "old_values": values.flatten(),
+            "old_logp": start.logp.flatten(),
+            "weights": weights.flatten(),
+            "advantages": start.advantages.flatten(),
+            "returns": start.returns.flatten(),
+            "old_values": start.values.flatten(),
         }
         count, clip = len(samples["old_logp"]), self.clip
         metrics: dict[str, list[torch.Tensor]] = {}
@@ -231,6 +259,7 @@ class PPOLearner(TorchLearner):
                 loss = ppo_loss(
                     distribution.log_prob(mb["actions"]),
                     mb["old_logp"],
+                    mb["weights"],
                     mb["advantages"],
                     predicted,
                     mb["old_values"],
@@ -246,6 +275,7 @@ class PPOLearner(TorchLearner):
                 parts = {**vars(loss), "grad_norm": grad_norm}
                 for name, value in parts.items():
                     metrics.setdefault(name, []).append(value.detach())
+        lr = self.scheduler.get_last_lr()[0]  # the rate this update used
         self.scheduler.step()
         self.updates += 1
 
@@ -254,7 +284,8 @@ class PPOLearner(TorchLearner):
         result["learner/explained_variance"] = explained_variance(
             samples["old_values"], samples["returns"]
         )
-        result["learner/lr"] = self.scheduler.get_last_lr()[0]
+        result["learner/behaviour_weight"] = float(weights.mean())
+        result["learner/lr"] = lr
         result["learner/clip"] = clip
         return UpdateResult(metrics=result)
 

@@ -23,21 +23,21 @@ def column(*values: float) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.float64)[:, None]  # (T, B=1)
 
 
-def test_gae_by_hand_with_a_termination_and_a_truncation():
-    """t=1 terminates (no bootstrap); t=2 is truncated and bootstraps from the value of its
-    true final observation (4.0), and no advantage flows across either episode end."""
+def test_gae_by_hand_with_a_truncation_and_a_termination_inside_the_unroll():
+    """t=1 is truncated and bootstraps from the value of its true final observation (4.0);
+    t=2 terminates (no bootstrap); no advantage flows across either episode end."""
     gamma, lam = 0.9, 0.8
     advantages = gae(
-        rewards=column(1.0, 2.0, 3.0),
-        values=column(0.5, 1.0, 1.5),
-        next_values=column(1.0, 1.5, 4.0),  # V(x1), anything (discounted away), V(final)
-        discounts=column(gamma, 0.0, gamma),
-        continues=column(1.0, 0.0, 0.0),
+        rewards=column(1.0, 2.0, 3.0, 4.0),
+        values=column(0.5, 1.0, 1.5, 2.0),
+        next_values=column(1.0, 4.0, 9.9, 2.5),  # V(x1), V(final), discounted away, V(x4)
+        discounts=column(gamma, gamma, 0.0, gamma),
+        continues=column(1.0, 0.0, 0.0, 1.0),
         lam=lam,
     )
-    # deltas: 1 + .9 * 1 - .5 = 1.4;  2 - 1 = 1.0;  3 + .9 * 4 - 1.5 = 5.1
-    # A2 = 5.1;  A1 = 1.0;  A0 = 1.4 + .9 * .8 * A1 = 2.12
-    np.testing.assert_allclose(advantages[:, 0].numpy(), [2.12, 1.0, 5.1])
+    # deltas: 1 + .9 * 1 - .5 = 1.4;  2 + .9 * 4 - 1 = 4.6;  3 - 1.5 = 1.5;  4 + .9 * 2.5 - 2 = 4.25
+    # A3 = 4.25;  A2 = 1.5;  A1 = 4.6;  A0 = 1.4 + .9 * .8 * 4.6 = 4.712
+    np.testing.assert_allclose(advantages[:, 0].numpy(), [4.712, 4.6, 1.5, 4.25])
 
 
 def test_gae_at_its_extremes_is_the_td_error_and_the_monte_carlo_advantage():
@@ -62,8 +62,8 @@ def test_gae_at_its_extremes_is_the_td_error_and_the_monte_carlo_advantage():
 # ---- the loss --------------------------------------------------------------------------------
 
 
-def reference_loss(logp, old_logp, adv, values, old_values, returns, entropy, **settings):
-    """The PPO loss one sample at a time, as the paper writes it."""
+def reference_loss(logp, old_logp, weights, adv, values, old_values, returns, entropy, **settings):
+    """The (decoupled) PPO loss one sample at a time, as the papers write it."""
     n = len(logp)
     adv = list(adv)
     if settings["normalize"]:
@@ -75,7 +75,7 @@ def reference_loss(logp, old_logp, adv, values, old_values, returns, entropy, **
     for i in range(n):
         ratio = torch.exp(logp[i] - old_logp[i])
         clipped = torch.clamp(ratio, 1 - clip, 1 + clip)
-        policy = policy - min(ratio * adv[i], clipped * adv[i])
+        policy = policy - weights[i] * min(ratio * adv[i], clipped * adv[i])
         error = (values[i] - returns[i]) ** 2
         if value_clip is not None:
             moved = old_values[i] + torch.clamp(values[i] - old_values[i], -value_clip, value_clip)
@@ -103,10 +103,11 @@ def test_loss_and_gradients_match_the_per_sample_reference(settings):
     logp = (
         (old_logp + tensor(16, scale=0.3)).detach().requires_grad_()
     )  # ratios near and past the clip
+    weights = torch.from_numpy(rng.uniform(0.5, 2.0, size=16))
     values, old_values = tensor(16, grad=True), tensor(16)
     returns, advantages = tensor(16), tensor(16)
     entropy = tensor(16, scale=0.1, grad=True)
-    args = (logp, old_logp, advantages, values, old_values, returns, entropy)
+    args = (logp, old_logp, weights, advantages, values, old_values, returns, entropy)
 
     ours = ppo_loss(*args, **settings).loss
     ours_grads = torch.autograd.grad(ours, [logp, values, entropy])
@@ -187,7 +188,8 @@ def test_a_truncated_step_bootstraps_from_its_true_final_observation(cartpole):
         final_index=np.array([[0, 1]]),
         policy_versions=np.zeros(1, dtype=np.int64),
     )
-    values, advantages, returns = learner.targets(batch)
+    start = learner.targets(batch)
+    values, advantages, returns = start.values, start.advantages, start.returns
     with torch.no_grad():
         v = learner.network(torch.from_numpy(obs[0]))[1].double().numpy()
         v_final = learner.network(torch.from_numpy(final))[1].double().item()
@@ -208,9 +210,10 @@ def test_learning_rate_and_clip_range_anneal_linearly(cartpole):
     assert total == config.run.total_env_steps // (8 * 32)
     batch = one_state_batch(np.zeros((8, 32), dtype=np.int64), np.zeros(4, np.float32))
     result = learner.update(batch)
-    assert result.metrics["learner/clip"] == pytest.approx(0.2)
-    assert result.metrics["learner/lr"] == pytest.approx(1e-3 * (1 - 1 / total))
+    assert result.metrics["learner/clip"] == pytest.approx(0.2)  # what the update used
+    assert result.metrics["learner/lr"] == pytest.approx(1e-3)
     assert learner.clip == pytest.approx(0.2 * (1 - 1 / total))
+    assert learner.scheduler.get_last_lr()[0] == pytest.approx(1e-3 * (1 - 1 / total))
 
 
 def test_state_round_trips_through_a_checkpoint(cartpole):
@@ -247,6 +250,23 @@ def test_gaussian_head_for_box_actions():
     assert np.isfinite(result.metrics["learner/loss"])
 
 
-def test_more_minibatches_than_samples_is_rejected():
-    with pytest.raises(ConfigError, match=r"algorithm.num_minibatches=300 is more than the 256"):
-        load_config("cartpole_ppo", ["algorithm.num_minibatches=300"])
+def test_stale_unrolls_are_weighted_by_the_start_policy_over_the_acting_one(cartpole):
+    config, spec = cartpole
+    learner = learner_for(config, spec)
+    batch = one_state_batch(np.ones((8, 32), dtype=np.int64), np.ones(4, np.float32))
+    start = learner.targets(batch).logp
+    # acted by the same policy (weight 1), by one that found the action half as likely
+    # (weight 2), or ten times as likely (weight 0.1); then a third as likely: 3, truncated
+    for acted, expected in ((0.0, 1.0), (np.log(0.5), 2.0), (np.log(10.0), 0.1)):
+        batch.behaviour_logp = (start.numpy() + acted).astype(np.float32)
+        result = learner.update(batch)
+        assert result.metrics["learner/behaviour_weight"] == pytest.approx(expected, rel=1e-4)
+        learner.load_state_dict(learner_for(config, spec).state_dict())  # back to the start
+    batch.behaviour_logp = (start.numpy() + np.log(1 / 3)).astype(np.float32)
+    capped = learner.update(batch).metrics["learner/behaviour_weight"]
+    assert capped == pytest.approx(config.algorithm.max_behaviour_weight)
+
+
+def test_minibatches_must_divide_the_batch():
+    with pytest.raises(ConfigError, match=r"algorithm.num_minibatches=3 does not divide the 256"):
+        load_config("cartpole_ppo", ["algorithm.num_minibatches=3"])
