@@ -13,6 +13,7 @@ Side by side, repeated and interleaved (the machine is noisy):
 
     python bench/sampling_efficiency.py --workers 2 --seconds 40 --repeats 3
     python bench/sampling_efficiency.py --preset pong_impala --workers 2 --seconds 40 --repeats 3
+    python bench/sampling_efficiency.py --preset pong_ppo --workers 2 --seconds 40 --repeats 3
 """
 
 from __future__ import annotations
@@ -86,9 +87,9 @@ ALGORITHM_OVERRIDES = {
         "learner.batches_per_request=1",
         "learner.sync_interval=1",
     ],
-    # IMPALA consumes every unroll: the learner's speed sets the pace of the queue, and
-    # unrolls it cannot take in time are dropped as stale, so workers never wait
+    # IMPALA and PPO consume every unroll: the learner's speed sets the pace of the queue
     "pong_impala": ["learner.sync_interval=1"],
+    "pong_ppo": ["learner.sync_interval=1"],
 }
 
 
