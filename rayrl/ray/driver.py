@@ -63,7 +63,15 @@ class RayDriver:
             factory, self.dispatcher, deaths, family.store, stats, self._saved_buffer
         )
         self.workers = WorkerSupervisor(
-            factory, self.dispatcher, deaths, self.store, config.workers, counters, stats
+            factory,
+            self.dispatcher,
+            deaths,
+            self.store,
+            config.workers,
+            counters,
+            stats,
+            chunk_env_steps=family.chunk_steps(config.algorithm) * config.workers.envs_per_worker,
+            total_env_steps=config.run.total_env_steps,
         )
         self.learners = LearnerSupervisor(
             factory,

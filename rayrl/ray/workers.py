@@ -2,8 +2,11 @@
 the store and its weights current, and replaces workers that die or hang.
 
 Backpressure: each worker has at most `workers.max_chunks_in_flight` chunks requested and
-not yet in the store; a chunk goes worker -> object store -> experience actor by reference
-(this process forwards the `ObjectRef`, never the data). New weights go to a worker as one
+not yet in the store, and no chunk is asked for that would take the run past
+`run.total_env_steps` (chunks being sampled count as sampled), so a run samples its budget
+rounded up to whole chunks, never what chunks in flight at the end would add. A chunk goes
+worker -> object store -> experience actor by reference (this process forwards the
+`ObjectRef`, never the data). New weights go to a worker as one
 reference, at most one update queued per worker, in its own concurrency group so that a
 sample call in progress picks them up at its next env step.
 
@@ -70,6 +73,9 @@ class WorkerSupervisor:
         settings: WorkersConfig,
         counters: Counters,
         stats: RunStats,
+        *,
+        chunk_env_steps: int,
+        total_env_steps: int,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.factory = factory
@@ -79,6 +85,8 @@ class WorkerSupervisor:
         self.settings = settings
         self.counters = counters
         self.stats = stats
+        self.chunk_env_steps = chunk_env_steps
+        self.total_env_steps = total_env_steps
         self.clock = clock
         self.slots: list[WorkerSlot] = []
         self.stopped = False
@@ -104,12 +112,17 @@ class WorkerSupervisor:
     # ---- chunks ------------------------------------------------------------------------------
 
     def request_chunks(self) -> None:
-        """Keep every worker at `max_chunks_in_flight` chunks."""
+        """Keep every worker at `max_chunks_in_flight` chunks, within the env-step budget."""
         if self.stopped:
             return
         for slot in self.slots:
-            while slot.in_flight < self.settings.max_chunks_in_flight:
+            while slot.in_flight < self.settings.max_chunks_in_flight and self._within_budget():
                 self._request_chunk(slot)
+
+    def _within_budget(self) -> bool:
+        """Whether one more chunk keeps the run within `run.total_env_steps`."""
+        sampling = sum(slot.sampling for slot in self.slots)
+        return self.counters.env_steps + sampling * self.chunk_env_steps < self.total_env_steps
 
     def _request_chunk(self, slot: WorkerSlot) -> None:
         chunk_ref, stats_ref = slot.handle.sample.options(num_returns=2).remote(

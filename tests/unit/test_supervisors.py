@@ -57,7 +57,7 @@ class World:
     def pump(self) -> None:
         self.dispatcher.poll(0.0)
 
-    def workers(self, **settings) -> WorkerSupervisor:
+    def workers(self, total_env_steps: int = 10**9, **settings) -> WorkerSupervisor:
         config = WorkersConfig(num_workers=self.num_workers, **settings)
         supervisor = WorkerSupervisor(
             self.factory,
@@ -67,6 +67,8 @@ class World:
             config,
             self.counters,
             self.stats,
+            chunk_env_steps=64,
+            total_env_steps=total_env_steps,
             clock=self.clock,
         )
         supervisor.start()
@@ -103,6 +105,25 @@ def test_each_worker_keeps_its_chunks_in_flight_and_sends_them_to_the_store():
     assert world.stats.inserted == 512
     workers.request_chunks()
     assert len(workers.slots[0].handle.calls_to("sample")) == 3
+
+
+def test_no_chunk_is_asked_for_beyond_the_env_step_budget():
+    world = World()
+    workers = world.workers(total_env_steps=3 * 64, max_chunks_in_flight=2)
+    workers.request_chunks()
+    samples = [call for slot in workers.slots for call in slot.handle.calls_to("sample")]
+    assert len(samples) == 3  # 3 chunks of 64 steps make the budget: the fourth is not asked
+    samples[0].refs[1].resolve(chunk_stats(0))
+    world.pump()
+    workers.request_chunks()  # 64 counted + 2 sampling: still the budget
+    assert sum(len(slot.handle.calls_to("sample")) for slot in workers.slots) == 3
+    # a chunk lost with its worker is asked for again
+    dead = samples[1]
+    owner = next(slot for slot in workers.slots if dead in slot.handle.calls_to("sample"))
+    dead.refs[1].fail(owner.handle.died())
+    world.pump()
+    workers.request_chunks()
+    assert len(owner.handle.calls_to("sample")) == 1
 
 
 def test_a_dead_worker_is_replaced_and_its_late_results_are_dropped():
