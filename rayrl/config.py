@@ -25,7 +25,7 @@ import yaml
 from rayrl.errors import ConfigError, did_you_mean
 from rayrl.strict import bounded, build, to_plain
 
-NetworkKind = Literal["auto", "mlp", "nature_cnn"]
+NetworkKind = Literal["auto", "mlp", "nature_cnn", "minatar_cnn"]
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,14 @@ class EnvConfig:
     """Which environment to train on, and how it is preprocessed."""
 
     id: str = "CartPole-v1"
-    """Gymnasium id. `ALE/<Game>-v5` ids run in ale-py's C++ vector env with the DeepMind
-    preprocessing below; any other id runs in a gymnasium synchronous vector env."""
+    """Gymnasium id; its env family (`rayrl.envs`) builds it: `ALE/<Game>-v5` ids run in
+    ale-py's C++ vector env with the DeepMind preprocessing below, `MinAtar/<Game>-v1` ids
+    need `pip install 'rayrl[minatar]'`, any other id runs in a gymnasium synchronous
+    vector env."""
     max_episode_steps: int | None = bounded(None, gt=0)
-    """Truncate episodes after this many agent steps; None keeps the env's own limit
-    (Atari: 108,000 frames, i.e. 27,000 steps with frame skip 4)."""
+    """Truncate episodes after this many agent steps; None keeps the family's or env's own
+    limit (Atari: 108,000 frames, i.e. 27,000 steps with frame skip 4; MinAtar: 10,000
+    steps)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments for `gymnasium.make` (non-Atari envs)."""
     eval_id: str | None = None
@@ -48,15 +51,19 @@ class EnvConfig:
     """Atari: emulator frames per agent step (the last two are max-pooled)."""
     noop_max: int = bounded(30, ge=0)
     """Atari: up to this many no-op actions after each reset."""
-    repeat_action_probability: float = bounded(0.0, ge=0.0, le=1.0)
-    """Atari: sticky actions; 0 is the DeepMind (Nature DQN) setting."""
+    repeat_action_probability: float | None = bounded(None, ge=0.0, le=1.0)
+    """Atari and MinAtar: sticky actions (the previous action is repeated with this
+    probability); None takes the family's default: 0 for Atari (the DeepMind setting), 0.1
+    for MinAtar (the MinAtar paper's)."""
     fire_reset: bool = True
     """Atari: press FIRE after reset in games that need it to start."""
-    terminal_on_life_loss: bool = False
+    terminal_on_life_loss: bool | None = None
     """Training only: a lost life ends the bootstrap (episodic life). The game itself goes on,
-    and episode returns and evaluation always count whole games."""
-    clip_rewards: bool = False
-    """Training only: learn from sign(reward). Returns are always reported unclipped."""
+    and episode returns and evaluation always count whole games. None takes the family's
+    default: true for Atari (the DeepMind setting), false otherwise."""
+    clip_rewards: bool | None = None
+    """Training only: learn from sign(reward); returns are always reported unclipped. None
+    takes the family's default: true for Atari (the DeepMind setting), false otherwise."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +74,9 @@ class AlgorithmConfig:
     name: str = "dqn"
     """Algorithm name, a key of `rayrl.algorithms.ALGORITHMS`."""
     network: NetworkKind = "auto"
-    """Torso: "mlp", "nature_cnn", or "auto" (the CNN for image observations)."""
+    """Torso: "mlp", "nature_cnn" (the Nature DQN's, for stacked 84x84 frames),
+    "minatar_cnn" (the MinAtar paper's, for (10, 10, C) grids), or "auto": the one that
+    fits the observations."""
     hidden_sizes: tuple[int, ...] = (128, 128)
     """MLP hidden layer sizes."""
     gamma: float = bounded(0.99, ge=0.0, le=1.0)
@@ -108,10 +117,17 @@ class LearnerConfig:
     """Learner actors (Ray runtime): each takes its own batches and their gradients are
     all-reduced (torch DistributedDataParallel), so the effective batch is num_learners x
     batch_size and their parameters stay identical."""
+    optimizer: Literal["adam", "rmsprop"] = "adam"
+    """The optimizer of every learner."""
     lr: float = bounded(1e-3, gt=0.0)
     """Learning rate."""
     optimizer_eps: float = bounded(1e-8, gt=0.0)
     """Adam's (or RMSprop's) epsilon."""
+    rmsprop_alpha: float = bounded(0.99, gt=0.0, lt=1.0)
+    """RMSprop: smoothing constant of the squared-gradient average."""
+    rmsprop_centered: bool = False
+    """RMSprop: normalise by the gradient's estimated variance instead of its second moment
+    (the MinAtar paper's DQN uses it)."""
     max_grad_norm: float | None = bounded(10.0, gt=0.0)
     """Clip the global gradient norm to this value; None disables clipping."""
     sync_interval: int = bounded(20, ge=1)

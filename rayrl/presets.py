@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from rayrl.algorithms import ALGORITHMS
 from rayrl.config import Config, apply_override, build_config, config_to_dict, read_source
+from rayrl.envs import resolve_env
 from rayrl.families import OffPolicyConfig
 
 logger = logging.getLogger(__name__)
@@ -20,8 +22,10 @@ ALGORITHM_CONFIGS = {name: algorithm.config_class for name, algorithm in ALGORIT
 
 
 def config_from_dict(data: Mapping[str, Any]) -> Config:
-    """Build and validate a `Config` from a plain mapping (YAML-shaped)."""
-    return build_config(data, ALGORITHM_CONFIGS)
+    """Build and validate a `Config` from a plain mapping (YAML-shaped); env settings left
+    None take their env family's defaults, so that the saved config says what ran."""
+    config = build_config(data, ALGORITHM_CONFIGS)
+    return replace(config, env=resolve_env(config.env))
 
 
 def load_config(source: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
@@ -44,9 +48,10 @@ def migrate_saved(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A run's saved config (config.yaml or a checkpoint's) in today's layout.
 
     rayrl 0.1 kept the replay settings in a top-level `replay` section, the chunk length in
-    `workers.steps_per_chunk` and the learner count in `algorithm.num_learners`. They moved
-    to the family that reads them (`algorithm.replay`, `algorithm.steps_per_chunk`) and to
-    `learner.num_learners`; for on-policy algorithms, which never read the first two, they
+    `workers.steps_per_chunk`, and the learner count and IMPALA's optimizer in `algorithm`.
+    They moved to the family that reads them (`algorithm.replay`, `algorithm.steps_per_chunk`)
+    and to the learner (`learner.num_learners`, `learner.optimizer`,
+    `learner.rmsprop_alpha`); for on-policy algorithms, which never read the first two, those
     are dropped."""
     data = {key: dict(value) if isinstance(value, Mapping) else value for key, value in raw.items()}
     algorithm = data.setdefault("algorithm", {})
@@ -65,9 +70,10 @@ def migrate_saved(raw: Mapping[str, Any]) -> dict[str, Any]:
         if off_policy:
             algorithm.setdefault("steps_per_chunk", steps)
         moved.append("workers.steps_per_chunk")
-    if "num_learners" in algorithm:
-        learner.setdefault("num_learners", algorithm.pop("num_learners"))
-        moved.append("algorithm.num_learners")
+    for key in ("num_learners", "optimizer", "rmsprop_alpha"):
+        if key in algorithm:
+            learner.setdefault(key, algorithm.pop(key))
+            moved.append(f"algorithm.{key}")
     if moved:
         logger.info("read a rayrl 0.1 config: moved %s to their current places", ", ".join(moved))
     return data

@@ -26,6 +26,8 @@ MOVED_KEYS: dict[str, str] = {
     "replay": "algorithm.replay",
     "workers.steps_per_chunk": "algorithm.steps_per_chunk",
     "algorithm.num_learners": "learner.num_learners",
+    "algorithm.optimizer": "learner.optimizer",
+    "algorithm.rmsprop_alpha": "learner.rmsprop_alpha",
 }
 """Keys that moved, and where to: an unknown key found here says so instead of guessing."""
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from rayrl.config import EnvConfig
 from rayrl.contract import Policy
-from rayrl.envs import family_of
+from rayrl.envs import family_of, resolve_env
 from rayrl.errors import ConfigError
 
 
@@ -30,7 +30,7 @@ def check_video_support(config: EnvConfig) -> None:
     try:
         import moviepy  # noqa: F401
 
-        env = family_of(config.id).make_render_env(config)
+        env = family_of(config.id).make_render_env(resolve_env(config))
         try:
             env.reset(seed=0)
             env.render()
@@ -59,7 +59,7 @@ def record_episode(config: EnvConfig, policy: Policy, seed: int) -> bytes:
                 disable_logger=True,
             )
 
-        env = family_of(config.id).make_render_env(config, wrap_raw=record)
+        env = family_of(config.id).make_render_env(resolve_env(config), wrap_raw=record)
         try:
             obs, _ = env.reset(seed=seed)
             finished = False

@@ -23,6 +23,7 @@ from rayrl.contract import Acting
 from rayrl.core import ModelInfo, PolicyOutput, Unrolls
 from rayrl.envs.spec import EnvSpec
 from rayrl.errors import ConfigError
+from rayrl.families.on_policy import OnPolicyConfig
 
 
 class ActorCritic(nn.Module):
@@ -63,18 +64,20 @@ def make_actor_critic(algo: AlgorithmConfig, spec: EnvSpec) -> ActorCritic:
 
 
 class ActorCriticPolicy:
-    """Samples from the policy (explore) or takes its mode (evaluate); reports log-probs."""
+    """Samples from the policy; evaluation samples too, or takes the distribution's mode
+    when `greedy_evaluation`. Reports the log-probabilities of what it did."""
 
-    def __init__(self, network: ActorCritic, seed: int) -> None:
+    def __init__(self, network: ActorCritic, seed: int, greedy_evaluation: bool) -> None:
         self.network = network.eval()
         self.generator = torch.Generator().manual_seed(seed)
+        self.greedy_evaluation = greedy_evaluation
         self.version = 0
 
     def act(self, obs: np.ndarray, *, explore: bool, env_steps: int = 0) -> PolicyOutput:
         with torch.inference_mode():
             head, _ = self.network(torch.from_numpy(obs))
             distribution = self.network.distribution(head)
-            if not explore:
+            if not explore and self.greedy_evaluation:
                 actions = distribution.mode
             elif self.network.continuous:
                 noise = torch.randn(head.shape, generator=self.generator)
@@ -92,9 +95,10 @@ class ActorCriticPolicy:
 
 
 def make_actor_critic_policy(
-    algo: AlgorithmConfig, spec: EnvSpec, acting: Acting
+    algo: OnPolicyConfig, spec: EnvSpec, acting: Acting
 ) -> ActorCriticPolicy:
-    return ActorCriticPolicy(make_actor_critic(algo, spec), acting.seed)
+    greedy = acting.evaluation and algo.eval_policy == "greedy"
+    return ActorCriticPolicy(make_actor_critic(algo, spec), acting.seed, greedy)
 
 
 @dataclass

@@ -19,7 +19,7 @@ from gymnasium import spaces
 
 from rayrl.algorithms.exploration import apex_epsilons, linear_epsilon
 from rayrl.algorithms.networks import QNetwork, load_numpy_state_dict, make_torso
-from rayrl.algorithms.torch_learner import TorchLearner
+from rayrl.algorithms.torch_learner import TorchLearner, make_optimizer
 from rayrl.config import LearnerConfig, RunConfig
 from rayrl.contract import Acting, Algorithm
 from rayrl.core import ModelInfo, PolicyOutput, TransitionBatch, UpdateResult
@@ -58,8 +58,9 @@ class DQNConfig(OffPolicyConfig):
     """Ape-X: base epsilon."""
     apex_alpha: float = bounded(7.0, ge=0.0)
     """Ape-X: how fast epsilons shrink across env slots."""
-    eval_epsilon: float = bounded(0.0, ge=0.0, le=1.0)
-    """Epsilon of the evaluation policy (0: greedy)."""
+    eval_epsilon: float = bounded(0.05, ge=0.0, le=1.0)
+    """Epsilon of the evaluation policy: 0.05 is Nature DQN's evaluation protocol (0.001
+    Dopamine's and Rainbow's; 0 is greedy)."""
 
 
 def _num_actions(spec: EnvSpec) -> int:
@@ -148,10 +149,7 @@ class DQNLearner(TorchLearner):
         self.target = make_q_network(algo, spec).to(self.device)
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
-        # the fused kernel is about 25% faster per update for small networks, CPU or GPU
-        self.optimizer = torch.optim.Adam(
-            self.online.parameters(), lr=settings.lr, eps=settings.optimizer_eps, fused=True
-        )
+        self.optimizer = make_optimizer(self.online.parameters(), settings)
 
     def components(self) -> dict[str, Any]:
         return {"online": self.online, "target": self.target, "optimizer": self.optimizer}

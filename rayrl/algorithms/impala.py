@@ -2,14 +2,21 @@
 
 The shared actor-critic (`rayrl.algorithms.actor_critic`), V-trace targets
 (`rayrl.algorithms.vtrace`), policy-gradient, baseline and entropy losses, RMSprop or
-Adam, gradient-norm clipping and a linear learning-rate decay. Truncated episodes
+Adam (`learner.optimizer`), gradient-norm clipping and a linear learning-rate decay. Truncated episodes
 bootstrap from their final observation's value; terminated ones do not.
+
+The losses are sums over the unrolls and their steps, as in the reference implementations
+(DeepMind's scalable_agent, TorchBeast): the paper's RMSprop epsilon, learning rate and
+gradient-norm clip assume gradients of that scale. (A mean over a batch of B unrolls of T
+steps would shrink every gradient B*T times, leave RMSprop's denominator to its epsilon and
+the clip never binding.) With several learners, each sums over its own batch and their
+gradients are averaged, as one learner's would be.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -19,7 +26,7 @@ from rayrl.algorithms.actor_critic import (
     make_actor_critic,
     make_actor_critic_policy,
 )
-from rayrl.algorithms.torch_learner import TorchLearner, linear_decay
+from rayrl.algorithms.torch_learner import TorchLearner, linear_decay, make_optimizer
 from rayrl.algorithms.vtrace import vtrace
 from rayrl.config import LearnerConfig, RunConfig
 from rayrl.contract import Algorithm
@@ -45,10 +52,6 @@ class ImpalaConfig(OnPolicyConfig):
     """Weight of the value (baseline) loss."""
     entropy_coef: float = bounded(0.01, ge=0.0)
     """Weight of the entropy bonus."""
-    optimizer: Literal["rmsprop", "adam"] = "rmsprop"
-    """Optimizer; RMSprop as in the IMPALA paper."""
-    rmsprop_alpha: float = bounded(0.99, gt=0.0, lt=1.0)
-    """RMSprop smoothing constant."""
     lr_decay: bool = True
     """Decay the learning rate linearly to 0 over `run.total_env_steps`."""
     compile: bool = False
@@ -66,17 +69,7 @@ class ImpalaLearner(TorchLearner):
         self.network = self.acting_network = make_actor_critic(algo, spec).to(self.device)
         model = self.all_reduced(self.network)
         self.model = torch.compile(model) if algo.compile else model
-        if algo.optimizer == "rmsprop":
-            self.optimizer = torch.optim.RMSprop(
-                self.network.parameters(),
-                lr=settings.lr,
-                alpha=algo.rmsprop_alpha,
-                eps=settings.optimizer_eps,
-            )
-        else:
-            self.optimizer = torch.optim.Adam(
-                self.network.parameters(), lr=settings.lr, eps=settings.optimizer_eps
-            )
+        self.optimizer = make_optimizer(self.network.parameters(), settings)
         self.scheduler = linear_decay(
             self.optimizer, planned_updates(algo, settings, run), algo.lr_decay
         )
@@ -84,12 +77,13 @@ class ImpalaLearner(TorchLearner):
     def components(self) -> dict[str, Any]:
         return {"network": self.network, "optimizer": self.optimizer, "scheduler": self.scheduler}
 
-    def update(self, batch: Unrolls) -> UpdateResult:
+    def loss(self, batch: Unrolls) -> dict[str, torch.Tensor]:
+        """The loss of a batch and its parts: "loss" is what is minimized."""
         algo = self.algo
         out = forward_unrolls(self.model, batch, self.tensor)
         distribution = self.network.distribution(out.head)
         target_logp = distribution.log_prob(self.tensor(batch.actions))
-        entropy = distribution.entropy().mean()
+        entropy = distribution.entropy()
         terminated, ended = episode_flags(batch, self.tensor)
 
         # V-trace targets (time-major), bootstrapping truncated steps from their final obs
@@ -106,20 +100,29 @@ class ImpalaLearner(TorchLearner):
             pg_rho_clip=algo.pg_rho_clip,
         )
 
-        # losses
-        pg_loss = -(targets.pg_advantages.T * target_logp).mean()
-        baseline_loss = 0.5 * (targets.vs.T - out.values).pow(2).mean()
-        loss = pg_loss + algo.baseline_coef * baseline_loss - algo.entropy_coef * entropy
+        # sums over unrolls and steps, the reference's scale
+        pg_loss = -(targets.pg_advantages.T * target_logp).sum()
+        baseline_loss = 0.5 * (targets.vs.T - out.values).pow(2).sum()
+        entropy_sum = entropy.sum()
+        loss = pg_loss + algo.baseline_coef * baseline_loss - algo.entropy_coef * entropy_sum
+        return {
+            "loss": loss,
+            "pg_loss": pg_loss,
+            "baseline_loss": baseline_loss,
+            "entropy": entropy.mean().detach(),  # per step, to read
+        }
 
-        # optimize
-        grad_norm = self.step(loss)
+    def update(self, batch: Unrolls) -> UpdateResult:
+        parts = self.loss(batch)
+        grad_norm = self.step(parts["loss"])
+        lr = self.scheduler.get_last_lr()[0]  # the rate this update used
         self.scheduler.step()
         self.updates += 1
 
-        values = torch.stack([loss, pg_loss, baseline_loss, entropy, grad_norm]).detach().tolist()
-        names = ["loss", "pg_loss", "baseline_loss", "entropy", "grad_norm"]
-        metrics = {f"learner/{name}": value for name, value in zip(names, values, strict=True)}
-        metrics["learner/lr"] = self.scheduler.get_last_lr()[0]
+        parts["grad_norm"] = grad_norm
+        values = torch.stack(list(parts.values())).detach().tolist()
+        metrics = {f"learner/{name}": value for name, value in zip(parts, values, strict=True)}
+        metrics["learner/lr"] = lr
         return UpdateResult(metrics=metrics)
 
 

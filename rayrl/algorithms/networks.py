@@ -2,7 +2,8 @@
 
 A torso maps observations to features: an MLP for vector observations, the Nature-DQN CNN
 (Mnih et al. 2015) for stacked 84x84 frames, which it scales from uint8 to [0, 1] itself so
-that frames travel and are stored as bytes.
+that frames travel and are stored as bytes, and the MinAtar CNN (Young & Tian 2019) for
+(10, 10, C) boolean grids.
 """
 
 from __future__ import annotations
@@ -54,23 +55,44 @@ class NatureCNNTorso(nn.Module):
         return self.fc(self.conv(obs.float() / 255.0))
 
 
+class MinAtarTorso(nn.Module):
+    """The MinAtar paper's network body: one 16-filter 3x3 convolution and a 128-unit layer,
+    on (height, width, channels) grids as the games give them."""
+
+    def __init__(self, height: int, width: int, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Sequential(nn.Conv2d(channels, 16, kernel_size=3), nn.ReLU(), nn.Flatten())
+        self.fc = nn.Sequential(nn.Linear(16 * (height - 2) * (width - 2), 128), nn.ReLU())
+        self.out_features = 128
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(obs.float().permute(0, 3, 1, 2)))
+
+
 def make_torso(
     kind: NetworkKind, observation_space: spaces.Space, hidden_sizes: tuple[int, ...]
-) -> MLPTorso | NatureCNNTorso:
-    """The torso for `observation_space`; "auto" picks the CNN for (C, H, W) byte images."""
+) -> nn.Module:
+    """The torso for `observation_space`; "auto" picks the Nature CNN for (C, H, W) byte
+    images, the MinAtar CNN for (H, W, C) boolean grids, and the MLP otherwise."""
     shape = observation_space.shape
     if shape is None:
         raise ConfigError(f"observation space {observation_space} is not supported")
-    is_image = len(shape) == 3 and observation_space.dtype == np.uint8
     if kind == "auto":
-        kind = "nature_cnn" if is_image else "mlp"
+        kind = "mlp"
+        if len(shape) == 3 and observation_space.dtype == np.uint8:
+            kind = "nature_cnn"
+        elif len(shape) == 3 and observation_space.dtype == np.bool_:
+            kind = "minatar_cnn"
+    if kind in ("nature_cnn", "minatar_cnn") and len(shape) != 3:
+        layout = "(channels, height, width)" if kind == "nature_cnn" else "(10, 10, channels)"
+        raise ConfigError(
+            f"algorithm.network={kind!r} needs {layout} observations; this env's are {shape}. "
+            "Use 'mlp' or 'auto'"
+        )
     if kind == "nature_cnn":
-        if len(shape) != 3:
-            raise ConfigError(
-                f"algorithm.network='nature_cnn' needs (channels, height, width) observations; "
-                f"this env's are {shape}. Use 'mlp' or 'auto'"
-            )
         return NatureCNNTorso(*shape)
+    if kind == "minatar_cnn":
+        return MinAtarTorso(*shape)
     return MLPTorso(int(np.prod(shape)), hidden_sizes)
 
 

@@ -35,7 +35,7 @@ from rayrl.algorithms.actor_critic import (
     make_actor_critic,
     make_actor_critic_policy,
 )
-from rayrl.algorithms.torch_learner import TorchLearner, linear_decay
+from rayrl.algorithms.torch_learner import TorchLearner, linear_decay, make_optimizer
 from rayrl.config import Config, LearnerConfig, RunConfig
 from rayrl.contract import Algorithm
 from rayrl.core import Unrolls, UpdateResult
@@ -187,7 +187,7 @@ class PPOTargets:
 
 
 class PPOLearner(TorchLearner):
-    """The actor-critic network, Adam, and one PPO iteration per update."""
+    """The actor-critic network, its optimizer, and one PPO iteration per update."""
 
     def __init__(
         self, algo: PPOConfig, spec: EnvSpec, settings: LearnerConfig, run: RunConfig
@@ -197,9 +197,7 @@ class PPOLearner(TorchLearner):
         self.algo = algo
         self.network = self.acting_network = make_actor_critic(algo, spec).to(self.device)
         self.model = self.all_reduced(self.network)
-        self.optimizer = torch.optim.Adam(
-            self.network.parameters(), lr=settings.lr, eps=settings.optimizer_eps
-        )
+        self.optimizer = make_optimizer(self.network.parameters(), settings)
         self.total_updates = planned_updates(algo, settings, run)
         self.scheduler = linear_decay(self.optimizer, self.total_updates, algo.lr_decay)
         self.shuffle = torch.Generator().manual_seed(seed)

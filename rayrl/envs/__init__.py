@@ -1,8 +1,10 @@
 """Environments: a small registry of env families, and the adapter every env comes out of.
 
 `FAMILIES` is tried in order and the first family that owns an id builds it: Atari
-(`ALE/...` ids, ale-py's C++ vector env) and plain gymnasium ids (anything else). Adding a
-family is one module (see `rayrl.envs.spec.EnvFamily`) and one entry here.
+(`ALE/...` ids, ale-py's C++ vector env), MinAtar (`MinAtar/...` ids) and plain gymnasium
+ids (anything else). Adding a family is one module (see `rayrl.envs.spec.EnvFamily`) and
+one entry here. A family also gives the defaults of the env settings left None (the
+learning signal, sticky actions): `resolve_env`.
 
 Every training and evaluation env is a `VectorEnvAdapter` over a SAME_STEP vector env,
 which also applies the training-only learning signal (clipped rewards, episodic life).
@@ -18,6 +20,7 @@ import numpy as np
 from rayrl.config import EnvConfig
 from rayrl.envs.adapter import VectorEnvAdapter
 from rayrl.envs.atari import ATARI
+from rayrl.envs.minatar import MINATAR
 from rayrl.envs.plain import PLAIN
 from rayrl.envs.spec import EnvFamily, EnvSpec
 
@@ -30,16 +33,24 @@ __all__ = [
     "env_spec",
     "family_of",
     "make_env",
+    "resolve_env",
     "spec_of",
 ]
 
-FAMILIES: tuple[EnvFamily, ...] = (ATARI, PLAIN)
+FAMILIES: tuple[EnvFamily, ...] = (ATARI, MINATAR, PLAIN)
 """Env families, tried in order; the last one owns every id."""
 
 
 def family_of(env_id: str) -> EnvFamily:
     """The family that builds `env_id`."""
     return next(family for family in FAMILIES if family.owns(env_id))
+
+
+def resolve_env(config: EnvConfig) -> EnvConfig:
+    """`config` with its family's defaults for the settings left None."""
+    defaults = family_of(config.id).defaults
+    missing = {key: value for key, value in defaults.items() if getattr(config, key) is None}
+    return replace(config, **missing) if missing else config
 
 
 def check_env(config: EnvConfig) -> None:
@@ -51,13 +62,14 @@ def check_env(config: EnvConfig) -> None:
 
 def eval_env_config(config: EnvConfig) -> EnvConfig:
     """The env config evaluation (and its videos) play on: `env.eval_id` when set."""
-    return config if config.eval_id is None else replace(config, id=config.eval_id)
+    return resolve_env(config if config.eval_id is None else replace(config, id=config.eval_id))
 
 
 def make_env(
     config: EnvConfig, num_envs: int, *, training: bool, num_threads: int = 1
 ) -> VectorEnvAdapter:
     """A vector env of `num_envs` copies; `training` turns on the training-only signal."""
+    config = resolve_env(config)
     env = family_of(config.id).make_vector_env(config, num_envs, num_threads)
     return VectorEnvAdapter(
         env,

@@ -7,6 +7,9 @@ gymnasium's Python wrappers (figures in docs/benchmarks.md). Its own episodic-li
 reward-clipping options are left off: the adapter applies both to the learning signal only,
 so that reported returns are always whole games with raw scores.
 
+An id without a preset gets the DeepMind setting for the learning signal: rewards clipped
+to their sign and a lost life as a terminal (`defaults`), for learning only.
+
 ale-py's vector env cannot render, so videos play on a single gymnasium env with
 gymnasium's `AtariPreprocessing` and `FrameStackObservation`, which reproduce the same
 observations (gymnasium's wrappers have no FIRE-on-reset: in games that need FIRE the
@@ -16,6 +19,7 @@ recorded episode starts when the policy presses it).
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import MappingProxyType
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
@@ -38,6 +42,9 @@ def register_atari() -> None:
 
 class Atari:
     name = "atari"
+    defaults = MappingProxyType(
+        {"clip_rewards": True, "terminal_on_life_loss": True, "repeat_action_probability": 0.0}
+    )
 
     def owns(self, env_id: str) -> bool:
         return env_id.startswith("ALE/")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 import gymnasium as gym
@@ -35,6 +36,9 @@ class PlainGymnasium:
     """The family every id belongs to that no other family claims."""
 
     name = "gymnasium"
+    defaults = MappingProxyType(
+        {"clip_rewards": False, "terminal_on_life_loss": False, "repeat_action_probability": 0.0}
+    )
 
     def owns(self, env_id: str) -> bool:
         return True

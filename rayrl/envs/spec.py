@@ -8,9 +8,9 @@ for evaluation videos that shows the policy the observations it trained on, and 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import gymnasium as gym
 
@@ -37,6 +37,9 @@ class EnvFamily(Protocol):
     """
 
     name: str
+    defaults: Mapping[str, Any]
+    """`EnvConfig` values for fields left None (`clip_rewards`, `terminal_on_life_loss`,
+    `repeat_action_probability`): the family's standard setting."""
 
     def owns(self, env_id: str) -> bool:
         """Whether `env_id` belongs to this family."""

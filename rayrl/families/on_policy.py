@@ -4,6 +4,7 @@ queue, each learned from once, with unrolls too old for the learner dropped and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from rayrl.config import AlgorithmConfig, Config, LearnerConfig, RunConfig
 from rayrl.contract import StoreKind
@@ -25,6 +26,9 @@ class OnPolicyConfig(AlgorithmConfig):
     max_policy_lag: int = bounded(50, ge=0)
     """Unrolls acted by weights more than this many versions (updates) older than the
     learner's are dropped and counted instead of learned from."""
+    eval_policy: Literal["sample", "greedy"] = "sample"
+    """How evaluation acts: "sample" from the policy, as the IMPALA and PPO papers'
+    evaluations do, or "greedy" (the most likely action, the mean for continuous ones)."""
 
     def check(self, config: Config) -> None:
         super().check(config)

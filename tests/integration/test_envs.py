@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 import gymnasium as gym
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from rayrl.config import EnvConfig
-from rayrl.envs import check_env, env_spec, family_of, make_env
+from rayrl.envs import check_env, env_spec, family_of, make_env, resolve_env
 from rayrl.errors import ConfigError
 from rayrl.processing import NStepProcessor
 
@@ -133,3 +134,55 @@ def test_the_atari_rendering_env_shows_the_policy_its_training_observations():
     assert obs.shape == env_spec(PONG).observation_space.shape == (4, 84, 84)
     assert env.render().shape == (210, 160, 3)  # the video gets the full frames
     env.close()
+
+
+BREAKOUT = EnvConfig(id="MinAtar/Breakout-v1")
+
+
+def test_minatar_spec_and_family_defaults():
+    spec = env_spec(BREAKOUT)
+    assert spec.observation_space.shape == (10, 10, 4)
+    assert spec.observation_space.dtype == np.bool_
+    assert spec.action_space.n == 3  # v1: the minimal action set
+    assert spec.frame_stack is None
+    resolved = resolve_env(BREAKOUT)
+    assert resolved.repeat_action_probability == 0.1  # the MinAtar paper's sticky actions
+    assert (resolved.clip_rewards, resolved.terminal_on_life_loss) == (False, False)
+    pong = resolve_env(PONG_UNSET)
+    assert (pong.clip_rewards, pong.terminal_on_life_loss) == (True, True)  # DeepMind's
+
+
+PONG_UNSET = EnvConfig(id="ALE/Pong-v5")
+
+
+def test_minatar_episodes_end_with_their_true_final_observation_and_the_cap():
+    env = make_env(replace(BREAKOUT, max_episode_steps=50), 4, training=True)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    ends = 0
+    for _ in range(120):
+        step = env.step(rng.integers(0, 3, size=4))
+        for i in np.flatnonzero(step.env_reset):
+            ends += 1
+            # the next obs is the episode's last grid, not the reset grid that follows it
+            assert not np.array_equal(step.next_obs[i], env.obs[i])
+    assert ends >= 8  # every env ended at least twice within 120 steps: the cap holds
+    lengths = [e.length for e in env.pop_episodes()]
+    assert max(lengths) <= 50
+
+
+def test_minatar_videos_are_made_of_byte_frames_large_enough_to_see():
+    env = family_of(BREAKOUT.id).make_render_env(resolve_env(BREAKOUT))
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (10, 10, 4)
+    frame = env.render()
+    assert frame.dtype == np.uint8
+    assert frame.shape == (160, 160, 3)
+    env.close()
+
+
+def test_minatar_without_its_package_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "minatar", None)
+    monkeypatch.setitem(sys.modules, "minatar.gym", None)
+    with pytest.raises(ConfigError, match=r"pip install 'rayrl\[minatar\]'"):
+        check_env(EnvConfig(id="MinAtar/SpaceInvaders-v1"))

@@ -8,7 +8,7 @@ import torch
 
 from rayrl.core import StepBatch, Unrolls
 from rayrl.envs import env_spec
-from rayrl.presets import load_config
+from rayrl.presets import load_config, with_overrides
 from rayrl.processing import UnrollProcessor
 from rayrl.trajectory_queue import TrajectoryQueue
 from tests.parts import learner_for, policy_for
@@ -93,17 +93,20 @@ def cartpole():
     return config, env_spec(config.env)
 
 
-def test_policy_samples_when_exploring_and_takes_the_mode_otherwise(cartpole):
-    config, spec = cartpole
-    policy = policy_for(config, spec, 0)
+def test_workers_sample_and_evaluation_follows_its_protocol(cartpole):
+    config, spec = cartpole  # cartpole_impala evaluates greedily, the CartPole protocol
     obs = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32)
-    greedy = policy.act(obs, explore=False)
-    again = policy.act(obs, explore=False)
-    np.testing.assert_array_equal(greedy.actions, again.actions)
-    sampled = policy.act(obs, explore=True)
+    evaluation = policy_for(config, spec, None)
+    greedy = evaluation.act(obs, explore=False)
+    np.testing.assert_array_equal(greedy.actions, evaluation.act(obs, explore=False).actions)
+    sampled = policy_for(config, spec, 0).act(obs, explore=True)
     assert not np.array_equal(sampled.actions, greedy.actions)
     assert sampled.extras["logp"].shape == (256,)
     assert np.all(sampled.extras["logp"] <= 0)
+    # the IMPALA paper's protocol: evaluation samples from the policy too
+    sampling = policy_for(with_overrides(config, ["algorithm.eval_policy=sample"]), spec, None)
+    first, second = (sampling.act(obs, explore=False).actions for _ in range(2))
+    assert not np.array_equal(first, second)
 
 
 def test_update_learns_to_prefer_rewarded_actions(cartpole):
@@ -145,3 +148,82 @@ def test_gaussian_head_for_box_actions():
     out = policy.act(np.zeros((5, 3), dtype=np.float32), explore=True)
     assert out.actions.shape == (5, 1)
     assert out.extras["logp"].shape == (5,)
+
+
+def reference_loss(network, batch: Unrolls, algo) -> torch.Tensor:
+    """IMPALA's loss one step at a time, from V-trace's definition as a sum
+    (Espeholt et al. 2018, eq. 1) rather than its recursion, summed over steps and unrolls
+    as the reference implementations do."""
+    total = 0.0
+    for b in range(len(batch)):
+        logits, values = network(torch.from_numpy(batch.obs[b]))
+        steps = len(batch.rewards[b])
+        distribution = torch.distributions.Categorical(logits=logits[:steps])
+        logp = distribution.log_prob(torch.from_numpy(batch.actions[b]))
+        next_values = list(values[1:].detach())
+        for k, (unroll, t) in enumerate(batch.final_index):
+            if unroll == b:
+                final = torch.from_numpy(batch.final_obs[k : k + 1])
+                next_values[t] = network(final)[1][0].detach()
+        rho = torch.exp(logp.detach() - torch.from_numpy(batch.behaviour_logp[b]))
+        ends = batch.terminated[b] | batch.truncated[b]
+        gammas = [0.0 if batch.terminated[b][t] else algo.gamma for t in range(steps)]
+        deltas = [
+            min(algo.rho_clip, rho[t])
+            * (batch.rewards[b][t] + gammas[t] * next_values[t] - values[t].detach())
+            for t in range(steps)
+        ]
+        vs = []
+        for s in range(steps):
+            target, trace = values[s].detach(), 1.0
+            for t in range(s, steps):
+                target = target + trace * deltas[t]
+                if ends[t]:
+                    break
+                trace = trace * gammas[t] * min(algo.c_clip, rho[t])
+            vs.append(target)
+        for s in range(steps):
+            following = vs[s + 1] if s + 1 < steps and not ends[s] else next_values[s]
+            advantage = min(algo.pg_rho_clip, rho[s]) * (
+                batch.rewards[b][s] + gammas[s] * following - values[s].detach()
+            )
+            total = total - advantage * logp[s]
+            total = total + algo.baseline_coef * 0.5 * (vs[s] - values[s]) ** 2
+            total = total - algo.entropy_coef * distribution.entropy()[s]
+    return total
+
+
+def test_loss_and_gradients_match_the_reference_at_its_scale(cartpole):
+    """A fixed batch with a termination and a truncation inside unrolls and off-policy
+    ratios on both sides of the clips; the losses are sums, not means."""
+    config, spec = cartpole
+    config = with_overrides(config, ["algorithm.rho_clip=1.0", "algorithm.c_clip=0.9"])
+    learner = learner_for(config, spec)
+    rng = np.random.default_rng(5)
+    batch = Unrolls(
+        obs=rng.normal(size=(3, 6, 4)).astype(np.float32),
+        actions=rng.integers(0, 2, size=(3, 5)),
+        rewards=rng.normal(size=(3, 5)).astype(np.float32),
+        terminated=np.zeros((3, 5), dtype=bool),
+        truncated=np.zeros((3, 5), dtype=bool),
+        behaviour_logp=np.log(rng.uniform(0.2, 0.8, size=(3, 5))).astype(np.float32),
+        final_obs=rng.normal(size=(1, 4)).astype(np.float32),
+        final_index=np.array([[1, 2]]),
+        policy_versions=np.zeros(3, dtype=np.int64),
+    )
+    batch.terminated[0, 1] = batch.terminated[2, 4] = True
+    batch.truncated[1, 2] = True
+
+    ours = learner.loss(batch)["loss"]
+    ours_grads = torch.autograd.grad(ours, list(learner.network.parameters()))
+    reference = reference_loss(learner.network, batch, config.algorithm)
+    reference_grads = torch.autograd.grad(reference, list(learner.network.parameters()))
+    torch.testing.assert_close(ours, reference.float(), rtol=1e-5, atol=1e-5)
+    for a, b in zip(ours_grads, reference_grads, strict=True):
+        torch.testing.assert_close(a, b.float(), rtol=1e-4, atol=1e-5)
+
+    # the scale: the same unrolls twice give twice the gradient (a mean would not)
+    twice = Unrolls.concatenate(batch.split() + batch.split())
+    doubled = torch.autograd.grad(learner.loss(twice)["loss"], list(learner.network.parameters()))
+    for a, b in zip(doubled, ours_grads, strict=True):
+        torch.testing.assert_close(a, 2 * b, rtol=1e-4, atol=1e-5)
