@@ -2,8 +2,8 @@
 
 The shared actor-critic (`rayrl.algorithms.actor_critic`), V-trace targets
 (`rayrl.algorithms.vtrace`), policy-gradient, baseline and entropy losses, RMSprop or
-Adam (`learner.optimizer`), gradient-norm clipping and a linear learning-rate decay. Truncated episodes
-bootstrap from their final observation's value; terminated ones do not.
+Adam (`learner.optimizer`), gradient-norm clipping and a linear learning-rate decay.
+Truncated episodes bootstrap from their final observation's value; terminated ones do not.
 
 The losses are sums over the unrolls and their steps, as in the reference implementations
 (DeepMind's scalable_agent, TorchBeast): the paper's RMSprop epsilon, learning rate and

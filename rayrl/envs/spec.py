@@ -4,6 +4,8 @@ An env family (plain gymnasium ids, Atari through ale-py, ...) is one module tha
 `EnvConfig` into the three things rayrl needs: the training vector env (in gymnasium's
 SAME_STEP autoreset mode, which `rayrl.envs.adapter` resolves), a single rendering env
 for evaluation videos that shows the policy the observations it trained on, and the spec.
+Its `make_*` methods take a resolved config (`rayrl.envs.resolve_env`: the settings left
+None filled from the family's `defaults`), as `rayrl.envs.make_env` and the videos pass it.
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def test_an_unknown_evaluation_env_names_its_field():
 
 
 def test_the_atari_rendering_env_shows_the_policy_its_training_observations():
-    env = family_of(PONG.id).make_render_env(PONG)
+    env = family_of(PONG.id).make_render_env(resolve_env(PONG))
     obs, _ = env.reset(seed=0)
     assert obs.shape == env_spec(PONG).observation_space.shape == (4, 84, 84)
     assert env.render().shape == (210, 160, 3)  # the video gets the full frames
