@@ -144,7 +144,8 @@ def checkpoint_path(path: str | Path, which: str = "best") -> Path:
 
 
 def evaluate(path: str | Path, episodes: int = 10, which: str = "best") -> EvalResult:
-    """Evaluate a run's best (or latest) checkpoint, or a checkpoint file, greedily."""
+    """Evaluate a run's best (or latest) checkpoint, or a checkpoint file, with the run's
+    evaluation protocol (`algorithm.eval_epsilon` or `algorithm.eval_policy`)."""
     checkpoint = checkpoint_path(path, which)
     payload = load_checkpoint(checkpoint)
     config = saved_config(payload["config"])

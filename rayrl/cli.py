@@ -179,7 +179,8 @@ def presets() -> None:
 )
 @_user_errors
 def evaluate(path: str, episodes: int, which: str) -> None:
-    """Evaluate a run (its best checkpoint) or a checkpoint file with the greedy policy."""
+    """Evaluate a run (its best checkpoint) or a checkpoint file with the run's evaluation
+    protocol (its preset's evaluation epsilon, or sampled or greedy actions)."""
     from rayrl.api import evaluate as run_evaluation
 
     result = run_evaluation(path, episodes=episodes, which=which)
