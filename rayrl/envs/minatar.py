@@ -20,10 +20,9 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
 from rayrl.config import EnvConfig
-from rayrl.envs.plain import check_registered
+from rayrl.envs.plain import PlainGymnasium
 from rayrl.errors import ConfigError
 
 MAX_STEPS = 10_000
@@ -56,7 +55,10 @@ class _PixelFrames(gym.Wrapper):
         return frame.repeat(VIDEO_SCALE, axis=0).repeat(VIDEO_SCALE, axis=1)
 
 
-class MinAtar:
+class MinAtar(PlainGymnasium):
+    """Gymnasium's synchronous vector env, as for plain ids, with the MinAtar package
+    registered first, sticky actions, the episode cap and byte frames for videos."""
+
     name = "minatar"
     defaults = MappingProxyType(
         {"clip_rewards": False, "terminal_on_life_loss": False, "repeat_action_probability": 0.1}
@@ -67,7 +69,7 @@ class MinAtar:
 
     def check(self, config: EnvConfig, key: str = "env.id") -> None:
         register_minatar()
-        check_registered(key, config.id)
+        super().check(config, key)
 
     def _kwargs(self, config: EnvConfig) -> dict[str, Any]:
         return {
@@ -80,13 +82,7 @@ class MinAtar:
         self, config: EnvConfig, num_envs: int, num_threads: int
     ) -> gym.vector.VectorEnv:
         register_minatar()
-        return gym.make_vec(
-            config.id,
-            num_envs=num_envs,
-            vectorization_mode="sync",
-            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-            **self._kwargs(config),
-        )
+        return super().make_vector_env(config, num_envs, num_threads)
 
     def make_render_env(
         self, config: EnvConfig, wrap_raw: Callable[[gym.Env], gym.Env] = lambda env: env
@@ -94,9 +90,6 @@ class MinAtar:
         register_minatar()
         env = gym.make(config.id, render_mode="rgb_array", **self._kwargs(config))
         return wrap_raw(_PixelFrames(env))
-
-    def frame_stack(self, config: EnvConfig) -> int | None:
-        return None
 
 
 MINATAR = MinAtar()
