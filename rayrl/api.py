@@ -112,20 +112,24 @@ def train(
     recorders = make_recorders(config, run_dir, counters.env_steps, counters.elapsed_s)
     store = ALGORITHMS[config.algorithm.name].family.store
     session = TrainingSession(config, run_dir, recorders, counters, started_at, store)
+    exit_code = 1  # what W&B is told if the run raises
     try:
         if config.run.runtime == "local":
             from rayrl.local_runtime import train_local
 
-            return train_local(config, session, payload)
-        from rayrl.ray import train_ray
+            result = train_local(config, session, payload)
+        else:
+            from rayrl.ray import train_ray
 
-        return train_ray(config, session, payload, address=address, dashboard=dashboard)
+            result = train_ray(config, session, payload, address=address, dashboard=dashboard)
+        exit_code = result.stop_reason.exit_code
+        return result
     finally:
-        recorders.close()
+        recorders.close(exit_code)
 
 
 def _label(config: Config) -> str:
-    env = config.env.id.split("/")[-1].split("-v")[0].lower()
+    env = config.env.id.split(":")[-1].split("/")[-1].split("-v")[0].lower()
     return f"{env}-{config.algorithm.name}"
 
 

@@ -19,7 +19,6 @@ import click
 from rayrl.errors import UserError
 
 EXIT_USER_ERROR = 2
-EXIT_INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C (or SIGTERM)
 
 
 def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -108,7 +107,6 @@ def train(
     # Ctrl-C (stop sampling, final checkpoint, W&B closed) rather than dying mid-write
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     from rayrl.api import train as run_training
-    from rayrl.run_policy import StopReason
 
     if resume is not None and config is not None:
         raise UserError("--resume continues a run with its saved config; drop --config")
@@ -141,8 +139,7 @@ def train(
     if learner:
         click.echo(f"learner ran on Ray node {learner['node_id'][:12]}, device {learner['device']}")
     click.echo(f"run directory: {result.run_dir}")
-    if result.stop_reason is StopReason.INTERRUPTED:
-        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(result.stop_reason.exit_code)
 
 
 @main.command("show-config")

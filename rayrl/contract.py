@@ -31,7 +31,14 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_check
 import numpy as np
 
 from rayrl.config import AlgorithmConfig, Config, LearnerConfig, RunConfig
-from rayrl.core import ModelInfo, PolicyOutput, StepBatch, StoreStats, UpdateResult
+from rayrl.core import (
+    ModelInfo,
+    NonFiniteSteps,
+    PolicyOutput,
+    StepBatch,
+    StoreStats,
+    UpdateResult,
+)
 from rayrl.envs.spec import EnvSpec
 from rayrl.seeding import derive_seed
 
@@ -98,6 +105,8 @@ class Learner(Protocol):
     updates: int
     """Optimization steps so far; the version of the weights it publishes."""
     device: torch.device
+    nonfinite: NonFiniteSteps
+    """Optimizer steps skipped for a non-finite loss or gradient (see `TorchLearner.step`)."""
 
     def update(self, batch: Any) -> UpdateResult:
         """One optimization step on a batch from the store."""

@@ -195,6 +195,15 @@ class TransitionBatch:
 
 
 @dataclass
+class NonFiniteSteps:
+    """Optimizer steps a learner skipped because the loss or the gradient norm was not finite
+    (NaN or infinite): in total, and how many of the latest steps in a row."""
+
+    skipped: int = 0
+    in_a_row: int = 0
+
+
+@dataclass
 class UpdateResult:
     """What one learner update returns."""
 

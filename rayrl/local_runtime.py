@@ -110,6 +110,7 @@ class LocalRuntime:
                 update_s,
                 time.perf_counter() - round_start,
                 sampled=done * self.config.learner.batch_size,
+                nonfinite=self.learner.nonfinite,
             )
             self.metrics.clear()
             counters.updates = self.learner.updates

@@ -9,6 +9,7 @@ Reads each run's `metrics.jsonl` (training episode returns, `worker/episode_retu
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,14 +46,18 @@ def read_curves(run_dir: str | Path) -> Curves:
     evals = _rows(run.eval_path)
     if not train and not evals:
         raise UserError(f"run '{run.root}' has no training or evaluation returns recorded yet")
+
+    def values(rows: list[dict], key: str) -> list[float]:
+        return [math.nan if r[key] is None else r[key] for r in rows]  # null: not finite
+
     return Curves(
         label=run.root.name,
-        train_steps=[r["env_steps"] for r in train],
-        train_returns=[r["worker/episode_return"] for r in train],
-        eval_steps=[r["env_steps"] for r in evals],
-        eval_means=[r["eval/return_mean"] for r in evals],
-        eval_mins=[r["eval/return_min"] for r in evals],
-        eval_maxs=[r["eval/return_max"] for r in evals],
+        train_steps=values(train, "env_steps"),
+        train_returns=values(train, "worker/episode_return"),
+        eval_steps=values(evals, "env_steps"),
+        eval_means=values(evals, "eval/return_mean"),
+        eval_mins=values(evals, "eval/return_min"),
+        eval_maxs=values(evals, "eval/return_max"),
     )
 
 

@@ -7,9 +7,7 @@ process records; workers and learner send their numbers to it.
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import netrc
 import os
 import re
@@ -23,7 +21,7 @@ from tqdm import tqdm
 
 from rayrl.config import Config, config_to_dict
 from rayrl.errors import ConfigError
-from rayrl.rundir import RunDirectory
+from rayrl.rundir import RunDirectory, json_line
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +31,9 @@ class Recorder(Protocol):
 
     def record(self, metrics: Mapping[str, float], env_steps: int) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self, exit_code: int = 0) -> None:
+        """End the recording; `exit_code` is the run's (non-zero: it failed or was stopped)."""
+        ...
 
 
 class JsonlRecorder:
@@ -47,10 +47,9 @@ class JsonlRecorder:
 
     def record(self, metrics: Mapping[str, float], env_steps: int) -> None:
         row = {"env_steps": env_steps, "time_s": round(time.perf_counter() - self._start, 3)}
-        row.update({k: v for k, v in metrics.items() if math.isfinite(v)})
-        self._file.write(json.dumps(row) + "\n")
+        self._file.write(json_line({**row, **metrics}))
 
-    def close(self) -> None:
+    def close(self, exit_code: int = 0) -> None:
         self._file.close()
 
 
@@ -93,7 +92,7 @@ class ConsoleRecorder:
             parts = " ".join(f"{k}={v}" for k, v in text.items())
             print(f"[rayrl] env_steps={env_steps:,} {parts}", file=sys.stderr, flush=True)
 
-    def close(self) -> None:
+    def close(self, exit_code: int = 0) -> None:
         self.bar.close()
 
 
@@ -112,7 +111,7 @@ class TensorboardRecorder:
         for key, value in metrics.items():
             self.writer.add_scalar(key, value, env_steps)
 
-    def close(self) -> None:
+    def close(self, exit_code: int = 0) -> None:
         self.writer.close()
 
 
@@ -174,14 +173,14 @@ class WandbRecorder:
             {"eval/video": self.wandb.Video(str(path), format="mp4"), "env_steps": env_steps}
         )
 
-    def close(self) -> None:
+    def close(self, exit_code: int = 0) -> None:
         best = self.run_dir.best_checkpoint
         if self.settings.log_best_checkpoint and best.is_file():
             name = re.sub(r"[^\w.-]", "-", self.run.name or self.run.id)  # W&B's allowed set
             artifact = self.wandb.Artifact(f"{name}-best", type="model")
             artifact.add_file(str(best))
             self.run.log_artifact(artifact, aliases=["best"])
-        self.run.finish()
+        self.run.finish(exit_code=exit_code)
 
 
 class Recorders:
@@ -201,10 +200,10 @@ class Recorders:
             if hasattr(recorder, "record_video"):
                 recorder.record_video(path, env_steps)
 
-    def close(self) -> None:
+    def close(self, exit_code: int = 0) -> None:
         for recorder in self.recorders:
             try:
-                recorder.close()
+                recorder.close(exit_code)
             except Exception:
                 logger.exception("closing recorder %s failed", type(recorder).__name__)
 

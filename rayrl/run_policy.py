@@ -6,11 +6,13 @@ it (`RunEnd`); the policy decides when to stop and in which order the end happen
     reason = run_until_stopped(session, runtime.step)
     return finish_run(session, reason, runtime)
 
-A run stops at the first of: an evaluation reaching `run.target_return`, `run.total_env_steps`,
-`run.time_budget_s`, or an interruption (Ctrl-C, SIGTERM). Then, in this order: the final
-evaluation (none when interrupted; the one that reached the target when it did), the final
-checkpoint (also the scheduled periodic one when the run ended on or past it), the last
-metrics record, and the result with its summary.
+A run stops at the first of: `learner.max_nonfinite_steps` optimizer steps in a row skipped
+for a non-finite loss (a failure), an evaluation reaching `run.target_return`,
+`run.total_env_steps`, `run.time_budget_s`, or an interruption (Ctrl-C, SIGTERM). Then, in
+this order: the final evaluation (none when interrupted; the one that reached the target
+when it did), the final checkpoint (also the scheduled periodic one when the run ended on or
+past it; never weights that are not finite), the last metrics record, and the result with
+its summary.
 """
 
 from __future__ import annotations
@@ -35,9 +37,18 @@ class StopReason(str, enum.Enum):
     TOTAL_ENV_STEPS = "total_env_steps reached"
     TIME_BUDGET = "time_budget_s reached"
     INTERRUPTED = "interrupted"
+    NON_FINITE = "non-finite losses"
 
     def __str__(self) -> str:
         return self.value
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit status (also W&B's): 0, 130 when interrupted (the shell's
+        convention for Ctrl-C), 1 when the run could not go on."""
+        if self is StopReason.INTERRUPTED:
+            return 130
+        return 1 if self is StopReason.NON_FINITE else 0
 
 
 @dataclass
@@ -65,6 +76,17 @@ class TrainResult:
 def stop_reason(session: TrainingSession) -> StopReason | None:
     """Why the run must stop now, or None to go on."""
     run = session.config.run
+    nonfinite = session.stats.nonfinite.in_a_row
+    if nonfinite >= session.config.learner.max_nonfinite_steps:
+        logger.error(
+            "stopping: the last %d optimizer steps had a non-finite loss or gradient and were "
+            "skipped (learner.max_nonfinite_steps=%d); the weights and checkpoints are the "
+            "last finite ones. Look for NaN or infinite rewards or observations, or lower "
+            "learner.lr",
+            nonfinite,
+            session.config.learner.max_nonfinite_steps,
+        )
+        return StopReason.NON_FINITE
     if session.target_reached_s is not None:
         return StopReason.TARGET_REACHED
     if session.counters.env_steps >= run.total_env_steps:

@@ -16,6 +16,7 @@ RUN_DIR/
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -106,4 +107,13 @@ class RunDirectory:
 
     def append_eval(self, record: dict[str, Any]) -> None:
         with open(self.eval_path, "a") as f:
-            f.write(json.dumps(record) + "\n")
+            f.write(json_line(record))
+
+
+def json_line(record: dict[str, Any]) -> str:
+    """`record` as one line of strict JSON: a NaN or infinite number is written as null (the
+    value was there and was not finite), since JSON has no such numbers."""
+    finite = {
+        k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()
+    }
+    return json.dumps(finite, allow_nan=False) + "\n"

@@ -158,7 +158,16 @@ class TrainingSession:
         best: bool = False,
         periodic: bool = False,
     ) -> None:
-        """Write latest.pt (and best.pt / a periodic step checkpoint when asked)."""
+        """Write latest.pt (and best.pt / a periodic step checkpoint when asked), unless the
+        weights are not finite: the checkpoints saved before are kept, never replaced or
+        rotated away by broken ones."""
+        if not all(np.isfinite(w).all() for w in policy.weights.values()):
+            logger.error(
+                "checkpoint at %d env steps not saved: the weights are not finite; the "
+                "checkpoints saved before are kept",
+                self.counters.env_steps,
+            )
+            return
         counters = asdict(self.counters)
         counters["elapsed_s"] = self.counters.elapsed_s + self.wall_s
         payload = {

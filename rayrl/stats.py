@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rayrl.contract import StoreKind
-from rayrl.core import ChunkStats, StoreStats
+from rayrl.core import ChunkStats, NonFiniteSteps, StoreStats
 
 
 @dataclass
@@ -50,6 +50,7 @@ class RunStats:
         self.recent_returns: deque[float] = deque(maxlen=100)
         self.recent_losses: deque[float] = deque(maxlen=100)
         self.counters: dict[str, float] = defaultdict(float)
+        self.nonfinite = NonFiniteSteps()
         self._interval_start = self.started
         self._interval = self._empty_interval()
 
@@ -106,8 +107,13 @@ class RunStats:
         update_s: float,
         wall_s: float,
         sampled: int,
+        nonfinite: NonFiniteSteps,
     ) -> None:
-        """Learner updates: per-update metric values, time spent updating and in total."""
+        """Learner updates: per-update metric values, time spent updating and in total, and
+        the learner's count of skipped non-finite steps."""
+        self.nonfinite = nonfinite
+        if nonfinite.skipped:
+            self.counters["learner/nonfinite_skipped"] = float(nonfinite.skipped)
         self.updates += updates
         self.update_s += update_s
         self.learner_wall_s += wall_s

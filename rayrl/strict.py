@@ -128,6 +128,9 @@ def coerce(tp: Any, value: Any, dotted: str) -> Any:
     bad = ConfigError(f"{dotted}={value!r} is not valid; expected {describe(tp)}")
     if dataclasses.is_dataclass(tp):
         return build(tp, value, dotted)
+    number = as_number(value) if float in (tp, *typing.get_args(tp)) else None
+    if number is not None and not math.isfinite(number):  # "inf" and "nan" parse as floats
+        raise ConfigError(f"{dotted}={value!r} is not valid; expected a finite number")
     if origin in (typing.Union, types.UnionType):
         arms = typing.get_args(tp)
         if value is None:

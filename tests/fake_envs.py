@@ -6,6 +6,7 @@ gymnasium's "module:EnvId" syntax; the test Ray puts the repository on their PYT
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -40,3 +41,20 @@ class HangingCartPole(CartPoleEnv):
 
 
 gym.register("HangingCartPole-v0", entry_point=HangingCartPole, max_episode_steps=500)
+
+
+class NanRewardCartPole(CartPoleEnv):
+    """CartPole whose rewards turn NaN after each env's first `FINITE_STEPS` steps, the way a
+    broken reward function (a division by zero, an overflow) poisons a run."""
+
+    FINITE_STEPS = 150
+
+    def step(self, action):
+        self.steps_taken = getattr(self, "steps_taken", 0) + 1
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.steps_taken > self.FINITE_STEPS:
+            reward = math.nan
+        return obs, reward, terminated, truncated, info
+
+
+gym.register("NanRewardCartPole-v0", entry_point=NanRewardCartPole, max_episode_steps=500)

@@ -24,7 +24,7 @@ from torch import nn
 
 from rayrl.algorithms.networks import load_numpy_state_dict, numpy_state_dict, resolve_device
 from rayrl.config import LearnerConfig
-from rayrl.core import ModelInfo
+from rayrl.core import ModelInfo, NonFiniteSteps
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ class TorchLearner(ABC):
         if self.device.type == "cpu" and settings.device == "auto":
             logger.info("learner: torch sees no CUDA device; training on CPU")
         self.updates = 0
+        self.nonfinite = NonFiniteSteps()
 
     @staticmethod
     def all_reduced(network: nn.Module) -> nn.Module:
@@ -62,12 +63,23 @@ class TorchLearner(ABC):
 
     def step(self, loss: torch.Tensor) -> torch.Tensor:
         """Backward, clip the global gradient norm to `learner.max_grad_norm`, optimizer
-        step; returns the norm before clipping."""
+        step; returns the norm before clipping.
+
+        A non-finite loss or gradient norm skips the optimizer step, so that one bad batch
+        (a NaN reward, an overflow) never reaches the weights; `nonfinite` counts the skips
+        and the run stops after `learner.max_nonfinite_steps` in a row. With several
+        learners the gradients are all-reduced first, so all of them skip together."""
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         max_norm = self.settings.max_grad_norm or math.inf
         grad_norm = nn.utils.clip_grad_norm_(self.acting_network.parameters(), max_norm)
-        self.optimizer.step()
+        if torch.isfinite(loss.detach() + grad_norm):
+            self.optimizer.step()
+            self.nonfinite.in_a_row = 0
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            self.nonfinite.skipped += 1
+            self.nonfinite.in_a_row += 1
         return grad_norm
 
     @abstractmethod

@@ -114,7 +114,12 @@ class LearnerSupervisor:
             if report.updates:
                 self.counters.updates = report.total_updates
                 self.stats.add_updates(
-                    report.metrics, report.updates, report.update_s, report.wall_s, report.sampled
+                    report.metrics,
+                    report.updates,
+                    report.update_s,
+                    report.wall_s,
+                    report.sampled,
+                    report.nonfinite,
                 )
                 self.publish(info, report.total_updates, rollback=False)
 

@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from rayrl.algorithms import ALGORITHMS
 from rayrl.checkpoint import to_numpy_tree
 from rayrl.config import AlgorithmConfig, LearnerConfig, RunConfig
 from rayrl.contract import Family, Learner, as_persistent
-from rayrl.core import ModelInfo, StoreStats
+from rayrl.core import ModelInfo, NonFiniteSteps, StoreStats
 from rayrl.envs.spec import EnvSpec
 
 
@@ -114,6 +114,7 @@ class LearnerReport:
     wall_s: float
     sampled: int
     metrics: dict[str, list[float]] = field(default_factory=dict)
+    nonfinite: NonFiniteSteps = field(default_factory=NonFiniteSteps)
 
 
 @dataclass(frozen=True)
@@ -258,6 +259,7 @@ class LearnerService:
             wall_s=time.perf_counter() - start,
             sampled=done * self.settings.batch_size,
             metrics=dict(metrics),
+            nonfinite=replace(self._learner.nonfinite),
         )
         return report, self._learner.get_weights()
 

@@ -283,6 +283,7 @@ class PrioritizedReplay(UniformReplay):
         slots = indices % self.capacity
         live = (indices >= self.oldest) & (indices < self.inserted)
         live &= self._slot_owner[slots] == indices
+        live &= np.isfinite(priorities)  # a NaN TD error (a NaN reward) keeps the old priority
         if not live.any():
             return
         priorities = np.abs(priorities[live]) + self.epsilon

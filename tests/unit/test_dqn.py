@@ -85,6 +85,32 @@ def test_update_regresses_q_to_terminal_rewards(cartpole):
     assert learner.updates == 301
 
 
+def test_a_non_finite_loss_skips_the_step_and_is_counted(cartpole):
+    """A NaN reward makes the loss NaN: the weights and Adam's state stay as they were, the
+    skip is counted, and a finite batch afterwards trains and resets the count in a row."""
+    config, spec = cartpole
+    learner = learner_for(config, spec)
+    obs = np.random.default_rng(2).normal(size=(8, 4)).astype(np.float32)
+    good = batch(obs, [0, 1] * 4, np.ones(8), np.zeros(8))
+    learner.update(good)
+    weights = learner.get_weights().weights
+    adam_state = {k: v.clone() for k, v in learner.optimizer.state_dict()["state"][0].items()}
+    poisoned = batch(obs, [0, 1] * 4, [np.nan] + [1.0] * 7, np.zeros(8))
+    for _ in range(3):
+        learner.update(poisoned)
+    for name, value in learner.get_weights().weights.items():
+        np.testing.assert_array_equal(value, weights[name])
+    for key, value in learner.optimizer.state_dict()["state"][0].items():
+        torch.testing.assert_close(value, adam_state[key])
+    assert (learner.nonfinite.skipped, learner.nonfinite.in_a_row) == (3, 3)
+    learner.update(good)
+    assert (learner.nonfinite.skipped, learner.nonfinite.in_a_row) == (3, 0)
+    assert any(
+        not np.array_equal(value, weights[name])
+        for name, value in learner.get_weights().weights.items()
+    )
+
+
 def test_hard_and_soft_target_updates(cartpole):
     config, spec = cartpole
 

@@ -138,6 +138,24 @@ def test_stale_priority_updates_are_ignored():
     np.testing.assert_array_equal(buffer.tree.get(np.arange(10)), before)
 
 
+def test_non_finite_priorities_keep_the_old_ones():
+    """A batch with a NaN reward gives NaN TD errors: those items keep their priority, the
+    others take theirs, and the sum tree stays finite."""
+    buffer = prioritized(capacity=10)
+    buffer.add(scalar_chunk(0, 4))
+    indices = np.arange(4)
+    buffer.update_priorities(indices, np.array([1.0, 2.0, 3.0, 4.0]))
+    before = buffer.tree.get(indices).copy()
+    buffer.update_priorities(indices, np.array([np.nan, 5.0, np.inf, 6.0]))
+    after = buffer.tree.get(indices)
+    assert after[0] == before[0]
+    assert after[2] == before[2]
+    assert after[1] > before[1]
+    assert after[3] > before[3]
+    assert np.isfinite(buffer.tree.total)
+    assert np.isfinite(buffer.max_priority)
+
+
 def test_evicted_transitions_are_never_sampled():
     buffer = prioritized(capacity=25)
     for i in range(4):
