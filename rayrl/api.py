@@ -20,7 +20,7 @@ from rayrl.config import Config
 from rayrl.contract import Acting
 from rayrl.core import EvalResult
 from rayrl.envs import check_env, env_spec, eval_env_config
-from rayrl.errors import CheckpointError
+from rayrl.errors import CheckpointError, UserError
 from rayrl.evaluation import Evaluator
 from rayrl.presets import load_config, saved_config, with_overrides
 from rayrl.recorders import make_recorders
@@ -147,12 +147,26 @@ def checkpoint_path(path: str | Path, which: str = "best") -> Path:
     return path
 
 
-def evaluate(path: str | Path, episodes: int = 10, which: str = "best") -> EvalResult:
+def evaluate(
+    path: str | Path, episodes: int = 10, which: str = "best", trust_env: bool = False
+) -> EvalResult:
     """Evaluate a run's best (or latest) checkpoint, or a checkpoint file, with the run's
-    evaluation protocol (`algorithm.eval_epsilon` or `algorithm.eval_policy`)."""
+    evaluation protocol (`algorithm.eval_epsilon` or `algorithm.eval_policy`).
+
+    A checkpoint's config names the env to build. A "module:EnvId" id imports that module,
+    which runs its code, so such a checkpoint is refused unless `trust_env` (a checkpoint
+    from a W&B artifact or a colleague could otherwise run anything on `sys.path`)."""
     checkpoint = checkpoint_path(path, which)
     payload = load_checkpoint(checkpoint)
     config = saved_config(payload["config"])
+    for key, env_id in (("env.id", config.env.id), ("env.eval_id", config.env.eval_id)):
+        if env_id is not None and ":" in env_id and not trust_env:
+            module = env_id.split(":")[0]
+            raise UserError(
+                f"checkpoint '{checkpoint}' names {key}={env_id!r}, which imports the module "
+                f"'{module}' (running its code) to build the env; if you trust where the "
+                "checkpoint came from, pass --trust-env (trust_env=True in Python)"
+            )
     check_env(config.env)
     run = config.run
     evaluator = Evaluator(config.env, config.algorithm, episodes, run.seed)

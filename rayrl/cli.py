@@ -174,13 +174,18 @@ def presets() -> None:
     show_default=True,
     help="Which checkpoint of a run directory to load.",
 )
+@click.option(
+    "--trust-env",
+    is_flag=True,
+    help="Allow a checkpoint whose env.id is 'module:EnvId' to import that module.",
+)
 @_user_errors
-def evaluate(path: str, episodes: int, which: str) -> None:
+def evaluate(path: str, episodes: int, which: str, trust_env: bool) -> None:
     """Evaluate a run (its best checkpoint) or a checkpoint file with the run's evaluation
     protocol (its preset's evaluation epsilon, or sampled or greedy actions)."""
     from rayrl.api import evaluate as run_evaluation
 
-    result = run_evaluation(path, episodes=episodes, which=which)
+    result = run_evaluation(path, episodes=episodes, which=which, trust_env=trust_env)
     returns = result.returns
     click.echo(
         f"{len(returns)} episodes: mean {returns.mean():.2f}  std {returns.std():.2f}  "

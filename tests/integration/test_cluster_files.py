@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import yaml
 from click.testing import CliRunner
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+from ray._private.runtime_env import packaging as ray_packaging
 from ray.autoscaler._private.util import prepare_config, validate_config
 from ray.runtime_env import RuntimeEnv
 
@@ -125,3 +127,34 @@ def test_job_runtime_env_is_valid_and_leaves_non_code_behind():
     excludes = set(runtime_env["excludes"])
     assert {".git", "runs/", "wandb/", ".venv/", "venv/"} <= excludes
     assert "WANDB_API_KEY" not in runtime_env.get("env_vars", {})
+
+
+def test_job_upload_leaves_secrets_behind(tmp_path):
+    """Ray's own packaging of a working directory, with the shipped excludes, keeps the code
+    and drops the files that hold secrets and the run outputs."""
+    runtime_env = yaml.safe_load((REPO / "cluster" / "runtime_env.yaml").read_text())
+    work = tmp_path / "work"
+    files = {
+        "rayrl/train.py": True,
+        "configs/mine.yaml": True,
+        ".env": False,
+        ".env.production": False,
+        ".netrc": False,
+        "deploy.pem": False,
+        "tls/server.key": False,
+        ".aws/credentials": False,
+        ".ssh/id_ed25519": False,
+        "gcloud-credentials.json": False,
+        "runs/run-1/checkpoints/latest.pt": False,
+        "wandb/run-1/files/output.log": False,
+    }
+    for name in files:
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text("x")
+    package = tmp_path / "package.zip"
+    ray_packaging.create_package(
+        str(work), package, include_gitignore=False, excludes=runtime_env["excludes"]
+    )
+    with zipfile.ZipFile(package) as archive:
+        uploaded = {name for name in archive.namelist() if not name.endswith("/")}
+    assert uploaded == {name for name, kept in files.items() if kept}

@@ -10,6 +10,7 @@ import torch
 
 import rayrl
 from rayrl.checkpoint import load_checkpoint
+from rayrl.errors import UserError
 from rayrl.rundir import RunDirectory
 
 
@@ -90,6 +91,16 @@ def test_evaluate_loads_best_checkpoint(tiny):
     evaluation = rayrl.evaluate(result.run_dir, episodes=3)
     assert len(evaluation.returns) == 3
     assert np.all(evaluation.returns > 0)
+
+
+def test_evaluate_refuses_an_env_that_imports_a_module_unless_trusted(tiny):
+    """A checkpoint's "module:EnvId" would import (run) that module: refused with the key,
+    the id and the way to allow it; allowed with trust_env."""
+    env_id = "tests.fake_envs:HangingCartPole-v0"
+    result = rayrl.train(None, overrides=[*tiny, "run.runtime=local", f"env.id={env_id}"])
+    with pytest.raises(UserError, match=rf"env.id='{env_id}', which imports .*--trust-env"):
+        rayrl.evaluate(result.run_dir, episodes=1)
+    assert len(rayrl.evaluate(result.run_dir, episodes=1, trust_env=True).returns) == 1
 
 
 def test_prioritized_replay_trains(tiny):
