@@ -242,6 +242,8 @@ class RayDriver:
             logger.warning("no final checkpoint: the run stopped before its learner started")
             return
         self.dispatcher.drain(lambda: self._checkpoint_pending, SHUTDOWN_TIMEOUT_S)
+        if self.persist and self.store.handle is not None:
+            self.store.save(self.session.run_dir.replay_path)  # waited for below
         if len(self.learners.handles) > 1:
             self._check_learners_agree()
         info = self.latest_info if self.latest_info is not None else self.learners.weights()
@@ -251,6 +253,7 @@ class RayDriver:
             return
         state, weights = fetched
         self.session.save_checkpoint(to_torch_tree(state), weights, periodic=periodic)
+        self.dispatcher.drain(lambda: self.store.saving, SHUTDOWN_TIMEOUT_S)
         self.dispatcher.drain(lambda: len(self.dispatcher) > 0, 5.0)
 
     def store_stats(self) -> StoreStats | None:

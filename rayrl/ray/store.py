@@ -48,6 +48,7 @@ class StoreSupervisor:
         self.on_replaced: list[Callable[[Any], None]] = []
         """Called with the new actor after a replacement (the learners sample from it)."""
         self._stats_life: Life | None = None
+        self._saves_pending = 0
         deaths.supervisors.append(self)
 
     def start(self) -> None:
@@ -60,6 +61,7 @@ class StoreSupervisor:
         self.factory.kill(self.handle)
         self.life.end()
         self.life = Life()
+        self._saves_pending = 0  # the dead actor's saves will never answer
         self.incarnation += 1
         restore = self.restore_from()
         self.handle = self.factory.experience(restore, self.incarnation)
@@ -97,14 +99,24 @@ class StoreSupervisor:
             logger.warning("the %s actor's figures failed: %s", self.kind.namespace, error)
 
     def save(self, path: Path) -> None:
-        """Write the store beside the checkpoint (nobody waits for it; a failure is logged
-        with the path and its cause)."""
+        """Write the store beside the checkpoint (only the end of a run waits for it, on
+        `saving`; a failure is logged with the path and its cause)."""
+        self._saves_pending += 1
+
+        def saved(_: int) -> None:
+            self._saves_pending -= 1
 
         def failed(error: BaseException) -> None:
+            self._saves_pending -= 1
             if not self.deaths.handle(error):
                 logger.error("could not save the %s to %s: %s", self.kind.namespace, path, error)
 
-        self.dispatcher.submit(self.handle.save.remote(path), lambda _: None, failed, self.life)
+        self.dispatcher.submit(self.handle.save.remote(path), saved, failed, self.life)
+
+    @property
+    def saving(self) -> bool:
+        """A save is under way."""
+        return self._saves_pending > 0
 
     def stop(self) -> None:
         """Stop taking chunks and serving batches; releases every waiting caller."""

@@ -163,14 +163,16 @@ class UniformReplay:
 
     # ---- persistence (optional, see replay.save_with_checkpoint) ---------------------------
 
-    def save(self, path: Path) -> None:
-        """Write the contents to `path` (an .npz file), atomically."""
+    def save(self, path: Path, **metadata: np.ndarray) -> None:
+        """Write the contents to `path` (an .npz file), atomically, with `metadata` arrays
+        (what `load` returns)."""
         if self._frames is None:
             return
         order = np.arange(self.oldest, self.inserted)
         slots = order % self.capacity
         first_frame = self._chunks[0].first_frame
         frame_ids = np.arange(first_frame, self.frames_written)
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as f:
             np.savez(
@@ -183,11 +185,13 @@ class UniformReplay:
                 discounts=self._discounts[slots],
                 chunk_sizes=np.array([[c.num_transitions, c.num_frames] for c in self._chunks]),
                 extra=self._extra_state(slots),
+                **{f"metadata_{name}": value for name, value in metadata.items()},
             )
         tmp.replace(path)
 
-    def load(self, path: Path) -> None:
-        """Refill from a file written by `save`, one recorded chunk at a time."""
+    def load(self, path: Path) -> dict[str, np.ndarray]:
+        """Refill from a file written by `save`, one recorded chunk at a time; returns the
+        metadata saved with it."""
         with np.load(path) as data:
             frames, actions = data["frames"], data["actions"]
             obs_frames, next_frames = data["obs_frames"], data["next_frames"]
@@ -208,6 +212,8 @@ class UniformReplay:
                 first_transition += num_transitions
                 first_frame += num_frames
             self._load_extra_state(data["extra"])
+            prefix = "metadata_"
+            return {k[len(prefix) :]: data[k] for k in data.files if k.startswith(prefix)}
 
     def _extra_state(self, slots: np.ndarray) -> np.ndarray:
         return np.zeros(0)

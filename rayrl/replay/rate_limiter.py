@@ -54,6 +54,11 @@ class RateLimiter:
     def record_sample(self, count: int) -> None:
         self.sampled += count
 
+    def settle(self) -> None:
+        """Count every sample the inserts so far allow as taken: neither side is ahead."""
+        if self.samples_per_insert is not None:
+            self.sampled = max(self.sampled, int(self._expected_samples(self.inserted)))
+
     def state_dict(self) -> dict[str, int]:
         return {"inserted": self.inserted, "sampled": self.sampled}
 

@@ -47,10 +47,19 @@ class ReplayStore:
         return StoreStats(len(self.buffer), self.limiter.inserted, self.limiter.sampled)
 
     def save(self, path: Path) -> None:
-        """Write the buffer (and the limiter's counts) to `path` (an .npz file)."""
-        self.buffer.save(path)
+        """Write the buffer and the limiter's counts to `path` (an .npz file)."""
+        limiter = self.limiter.state_dict()
+        self.buffer.save(path, limiter=np.array([limiter["inserted"], limiter["sampled"]]))
 
     def load(self, path: Path) -> None:
-        """Refill from a file written by `save`; a refilled buffer counts as warm."""
-        self.buffer.load(path)
-        self.limiter.record_insert(len(self.buffer))
+        """Refill from a file written by `save`, with the limiter's counts as they were: the
+        refilled transitions grant no samples they had not granted before (restarting the
+        counts would grant `samples_per_insert` x the buffer's size at once, a burst of
+        updates on a frozen buffer). A file without counts counts as balanced."""
+        metadata = self.buffer.load(path)
+        if "limiter" in metadata:
+            inserted, sampled = (int(v) for v in metadata["limiter"])
+            self.limiter.load_state_dict({"inserted": inserted, "sampled": sampled})
+        else:
+            self.limiter.record_insert(len(self.buffer))
+            self.limiter.settle()

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import ray
 
@@ -141,6 +142,52 @@ def test_killed_replay_is_recreated_and_refilled(ray_cluster, tmp_path, caplog):
     assert rows[-1]["replay/lost_transitions"] > 0
     assert any("transitions were lost" in r.message for r in caplog.records)
     assert_updates_never_go_backwards(rows)
+
+
+@pytest.mark.timeout(240)
+def test_a_replay_refilled_from_its_checkpoint_grants_no_burst_of_updates(ray_cluster, tmp_path):
+    """With `algorithm.replay.save_with_checkpoint`, a killed replay actor comes back refilled
+    from the buffer saved with the last checkpoint, and with the rate limiter's counts of that
+    moment: over the whole run the learner samples no more than samples_per_insert x the
+    inserted transitions allow (plus the limiter's tolerance, once for each actor, and the
+    learner's prefetched requests), where fresh counts would grant samples_per_insert x the
+    refilled buffer at once."""
+    run_dir = tmp_path / "replay-refill"
+    killed = kill_actor_when(
+        "rayrl/replay-refill/replay", lambda: env_steps_logged(run_dir) >= 3072
+    )
+    result = rayrl.train(
+        None,
+        overrides=fault_run(
+            tmp_path, "replay-refill", "algorithm.replay.save_with_checkpoint=true"
+        ),
+    )
+    assert killed.is_set()
+    assert result.stop_reason == "total_env_steps reached"
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    assert rows[-1]["replay/restarts"] >= 1
+    spi, min_size, batch, per_request, chunk = 4, 512, 64, 8, 8 * 32
+    tolerance = spi * chunk + batch * per_request
+    allowed = spi * (result.counters.env_steps - min_size) + 2 * tolerance + 2 * batch * per_request
+    assert result.counters.updates * batch <= allowed
+
+
+@pytest.mark.timeout(240)
+def test_the_final_checkpoint_saves_the_replay_when_asked(ray_cluster, tmp_path):
+    result = rayrl.train(
+        None,
+        overrides=fault_run(
+            tmp_path,
+            "replay-final",
+            "algorithm.replay.save_with_checkpoint=true",
+            "run.total_env_steps=3072",
+            "run.checkpoint_interval_env_steps=100000",  # only the final checkpoint
+        ),
+    )
+    with np.load(RunDirectory(result.run_dir).replay_path) as replay:
+        inserted, sampled = replay["metadata_limiter"]
+        assert len(replay["rewards"]) == inserted > 512
+    assert sampled >= result.counters.updates * 64  # and the learner's prefetched batches
 
 
 @pytest.mark.timeout(240)

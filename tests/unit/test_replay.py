@@ -8,6 +8,7 @@ import pytest
 from rayrl.core import TransitionChunk
 from rayrl.replay import PrioritizedReplay, RateLimiter, UniformReplay
 from rayrl.replay.buffer import frame_capacity_for
+from rayrl.replay.store import ReplayStore
 from rayrl.replay.sum_tree import SumTree
 
 
@@ -246,3 +247,43 @@ def test_unlimited_rate():
     assert limiter.can_insert(10**6)
     assert not limiter.can_sample(4, size=9)
     assert limiter.can_sample(4, size=10)
+
+
+def replay_store() -> ReplayStore:
+    """A store of the Ape-X kind: 2 samples per insert after 10 transitions."""
+    buffer = UniformReplay(100, 200, seed=0, stacked=False)
+    return ReplayStore(buffer, RateLimiter.for_sizes(2.0, 10, chunk_size=5, batch_size=4), 5)
+
+
+def samples_granted(store: ReplayStore) -> int:
+    granted = 0
+    while store.can_sample(4, 1, 0):
+        store.sample(4, 1, 0)
+        granted += 4
+    return granted
+
+
+def test_a_refilled_store_grants_no_burst_of_samples(tmp_path):
+    """Saved and refilled (a resume, or a replay actor replaced), the store grants exactly
+    the samples it had left to grant, not `samples_per_insert` x its size again."""
+    store = replay_store()
+    for i in range(8):
+        store.add(scalar_chunk(10 * i, 5))
+        samples_granted(store)
+    store.add(scalar_chunk(100, 5))  # 10 samples owed when saved
+    store.save(tmp_path / "replay.npz")
+    refilled = replay_store()
+    refilled.load(tmp_path / "replay.npz")
+    assert refilled.stats() == store.stats()
+    assert samples_granted(refilled) == samples_granted(store)
+
+
+def test_a_refilled_store_without_saved_counts_starts_balanced(tmp_path):
+    """A buffer file from before the counts were saved: no credit at all."""
+    store = replay_store()
+    for i in range(8):
+        store.add(scalar_chunk(10 * i, 5))
+    store.buffer.save(tmp_path / "replay.npz")
+    refilled = replay_store()
+    refilled.load(tmp_path / "replay.npz")
+    assert samples_granted(refilled) <= refilled.limiter.tolerance
