@@ -20,7 +20,7 @@ from rayrl.config import Config
 from rayrl.contract import Acting
 from rayrl.core import EvalResult
 from rayrl.envs import check_env, env_spec, eval_env_config
-from rayrl.errors import CheckpointError, UserError
+from rayrl.errors import CheckpointError, ConfigError, UserError
 from rayrl.evaluation import Evaluator
 from rayrl.presets import load_config, saved_config, with_overrides
 from rayrl.recorders import make_recorders
@@ -61,15 +61,30 @@ def resolve(
     config: Config | str | Path | None = None,
     overrides: Sequence[str] = (),
     resume: str | Path | None = None,
+    resume_if_exists: bool = False,
 ) -> tuple[Config, RunDirectory | None]:
     """The config of a run: a preset name, YAML path or Config (None: the default preset)
-    with overrides; or, with `resume`, the saved config of that run with overrides."""
-    if resume is not None:
-        run_dir = RunDirectory.open(resume)
-        return saved_config(run_dir.raw_config(), overrides), run_dir
-    if isinstance(config, Config):
-        return with_overrides(config, overrides), None
-    return load_config(config, overrides), None
+    with overrides; or, with `resume` (or `resume_if_exists` and a run directory of that
+    `run.name` already there), the saved config of that run with overrides."""
+    if resume is None:
+        if isinstance(config, Config):
+            fresh = with_overrides(config, overrides)
+        else:
+            fresh = load_config(config, overrides)
+        if not resume_if_exists:
+            return fresh, None
+        if fresh.run.name is None:
+            raise ConfigError(
+                "resume_if_exists (--resume-if-exists) needs run.name: the fixed run "
+                "directory that a retried job comes back to"
+            )
+        existing = Path(fresh.run.runs_dir) / fresh.run.name
+        if not (existing / "config.yaml").is_file():
+            return fresh, None
+        logger.info("run directory %s exists: resuming it", existing)
+        resume = existing
+    run_dir = RunDirectory.open(resume)
+    return saved_config(run_dir.raw_config(), overrides), run_dir
 
 
 def train(
@@ -77,6 +92,7 @@ def train(
     *,
     overrides: Sequence[str] = (),
     resume: str | Path | None = None,
+    resume_if_exists: bool = False,
     address: str | None = None,
     dashboard: bool = False,
     started_at: float | None = None,
@@ -88,7 +104,10 @@ def train(
         overrides: `dotted.key=value` strings applied on top.
         resume: a run directory to continue from its latest checkpoint (its saved config,
             plus `overrides`, e.g. a different `workers.num_workers` or a longer
-            `run.total_env_steps`).
+            `run.total_env_steps`). A run killed before its first checkpoint starts again
+            from the beginning in its directory.
+        resume_if_exists: resume the run directory named by `run.name` if it exists, else
+            start it (what a retried cluster job runs).
         address: Ray cluster to join ("auto", "ray://host:port", "host:port"); None starts
             a local Ray sized to this machine (Ray runtime only).
         dashboard: start the Ray dashboard with a local Ray (it costs about a second and
@@ -97,18 +116,58 @@ def train(
             budgets count from it (default: now).
     """
     started_at = time.time() if started_at is None else started_at
-    config, run_dir = resolve(config, overrides, resume)
-    payload: dict[str, Any] | None = None
-    counters = Counters()
-    if run_dir is not None:
-        payload = load_checkpoint(run_dir.latest_checkpoint, algorithm=config.algorithm.name)
-        counters = Counters.from_dict(payload["counters"])
-    validate(config, payload)
-    if run_dir is not None:
-        run_dir.write_config(config)
-        logger.info("resuming %s at %d env steps", run_dir.root, counters.env_steps)
-    else:
+    config, run_dir = resolve(config, overrides, resume, resume_if_exists)
+    if run_dir is None:
+        validate(config)
         run_dir = RunDirectory.create(config, f"{_label(config)}")
+        payload: dict[str, Any] | None = None
+        counters = Counters()
+    else:
+        run_dir.lock()
+        try:
+            payload, counters = resume_point(run_dir, config)
+            validate(config, payload)
+        except BaseException:
+            run_dir.release()
+            raise
+        run_dir.write_config(config)
+        run_dir.cut_back(counters.env_steps)
+    try:
+        return _train(config, run_dir, payload, counters, started_at, address, dashboard)
+    finally:
+        run_dir.release()
+
+
+def resume_point(run_dir: RunDirectory, config: Config) -> tuple[dict[str, Any] | None, Counters]:
+    """The checkpoint a resumed run continues from and its counters; none (a fresh start in
+    the same directory) when the run was stopped before its first checkpoint. The best
+    return is the best of `latest.pt`'s and `best.pt`'s, so that `best.pt` is only ever
+    replaced by a better evaluation."""
+    if not run_dir.latest_checkpoint.is_file():
+        logger.warning(
+            "%s has no checkpoint yet: starting the run again from the beginning",
+            run_dir.root,
+        )
+        return None, Counters()
+    payload = load_checkpoint(run_dir.latest_checkpoint, algorithm=config.algorithm.name)
+    counters = Counters.from_dict(payload["counters"])
+    if run_dir.best_checkpoint.is_file():
+        best = load_checkpoint(run_dir.best_checkpoint)["counters"]["best_eval_return"]
+        counters.best_eval_return = max(counters.best_eval_return, float(best))
+    logger.info("resuming %s at %d env steps", run_dir.root, counters.env_steps)
+    return payload, counters
+
+
+def _train(
+    config: Config,
+    run_dir: RunDirectory,
+    payload: dict[str, Any] | None,
+    counters: Counters,
+    started_at: float,
+    address: str | None,
+    dashboard: bool,
+) -> TrainResult:
+    """The run itself, with its recorders closed (and told the exit code) however it ends."""
     recorders = make_recorders(config, run_dir, counters.env_steps, counters.elapsed_s)
     store = ALGORITHMS[config.algorithm.name].family.store
     session = TrainingSession(config, run_dir, recorders, counters, started_at, store)

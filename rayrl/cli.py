@@ -77,6 +77,12 @@ def main() -> None:
     help="Continue a run from its latest checkpoint (its saved config, plus --set overrides).",
 )
 @click.option(
+    "--resume-if-exists",
+    is_flag=True,
+    help="Resume the run directory named by run.name if it exists, else start it (for jobs "
+    "that are retried).",
+)
+@click.option(
     "--runtime",
     type=click.Choice(["ray", "local"]),
     default=None,
@@ -97,6 +103,7 @@ def train(
     config: str | None,
     overrides: tuple[str, ...],
     resume: str | None,
+    resume_if_exists: bool,
     runtime: str | None,
     address: str | None,
     dashboard: bool,
@@ -115,6 +122,7 @@ def train(
         config,
         overrides=overrides,
         resume=resume,
+        resume_if_exists=resume_if_exists,
         address=address,
         dashboard=dashboard,
         started_at=started_at,

@@ -162,7 +162,8 @@ class RunConfig:
     total_env_steps: int = bounded(500_000, ge=1)
     """Stop after this many environment steps (agent steps, summed over all envs)."""
     time_budget_s: float | None = bounded(None, gt=0.0)
-    """Stop after this much wall-clock time; None means no limit."""
+    """Stop after this much wall-clock time, counted over every segment of a resumed run
+    (up to the checkpoint each resume goes on from); None means no limit."""
     target_return: float | None = None
     """Stop as soon as an evaluation's mean return reaches this value; None means never."""
     eval_interval_env_steps: int = bounded(10_000, ge=1)

@@ -91,7 +91,8 @@ def stop_reason(session: TrainingSession) -> StopReason | None:
         return StopReason.TARGET_REACHED
     if session.counters.env_steps >= run.total_env_steps:
         return StopReason.TOTAL_ENV_STEPS
-    if run.time_budget_s is not None and session.wall_s >= run.time_budget_s:
+    run_wall_s = session.counters.elapsed_s + session.wall_s  # all segments of a resumed run
+    if run.time_budget_s is not None and run_wall_s >= run.time_budget_s:
         return StopReason.TIME_BUDGET
     return None
 

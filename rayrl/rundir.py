@@ -1,6 +1,7 @@
 """The run directory: everything a run leaves behind, in one place.
 
 RUN_DIR/
+  .lock                held (flock) by the process that trains in the directory
   config.yaml          resolved config (also embedded in every checkpoint)
   metrics.jsonl        one JSON object per record: env_steps, time_s, namespaced metrics
   eval.jsonl           one JSON object per evaluation
@@ -15,37 +16,58 @@ RUN_DIR/
 
 from __future__ import annotations
 
+import fcntl
 import json
+import logging
 import math
+import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rayrl.config import Config, config_to_yaml, read_source
 from rayrl.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+LOCK = ".lock"
 
 
 class RunDirectory:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._lock: IO[str] | None = None
 
     @classmethod
     def create(cls, config: Config, label: str) -> RunDirectory:
-        """A new, empty run directory under `config.run.runs_dir`."""
+        """A new, empty run directory under `config.run.runs_dir`, held by this process.
+
+        An unnamed run takes `<label>-<time>` (with `-2`, `-3`... when taken) by creating the
+        directory, which only one process can do, so two runs started in the same second
+        get two directories. A named run (`run.name`) may reuse an empty directory."""
         base = Path(config.run.runs_dir)
-        name = config.run.name or f"{label}-{time.strftime('%Y%m%d-%H%M%S')}"
-        root = base / name
-        suffix = 1
-        while root.exists() and config.run.name is None:
-            suffix += 1
-            root = base / f"{name}-{suffix}"
-        if root.exists() and any(root.iterdir()):
+        base.mkdir(parents=True, exist_ok=True)
+        if config.run.name is not None:
+            root = base / config.run.name
+            root.mkdir(exist_ok=True)
+        else:
+            name = f"{label}-{time.strftime('%Y%m%d-%H%M%S')}"
+            root, suffix = base / name, 1
+            while True:
+                try:
+                    root.mkdir()
+                    break
+                except FileExistsError:
+                    suffix += 1
+                    root = base / f"{name}-{suffix}"
+        run = cls(root)
+        run.lock()
+        if any(path.name != LOCK for path in root.iterdir()):
+            run.release()
             raise UserError(
                 f"run directory '{root}' already exists and is not empty; choose another "
                 f"run.name, or continue it with --resume {root}"
             )
-        root.mkdir(parents=True, exist_ok=True)
-        run = cls(root)
         run.write_config(config)
         return run
 
@@ -56,6 +78,60 @@ class RunDirectory:
         if not (root / "config.yaml").is_file():
             raise UserError(f"'{root}' is not a rayrl run directory (no config.yaml in it)")
         return cls(root)
+
+    def lock(self) -> None:
+        """Hold the directory for this process until `release` (or the process ends), so
+        that a second run or a second --resume cannot write into it at the same time."""
+        handle = open(self.root / LOCK, "a+")  # noqa: SIM115 -- held for the run
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise UserError(
+                f"run directory '{self.root}' is in use by another rayrl process (pid "
+                f"{holder}); wait for it to end, or stop it"
+            ) from None
+        handle.truncate(0)
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._lock = handle
+
+    def release(self) -> None:
+        """Let go of the directory (see `lock`)."""
+        if self._lock is not None:
+            self._lock.close()  # closing the file releases the lock
+            self._lock = None
+
+    def cut_back(self, env_steps: int) -> None:
+        """Drop the metrics and evaluation rows recorded after `env_steps` (a resume goes on
+        from the checkpoint at `env_steps`: the rows after it would appear twice), and any
+        line a killed process left half-written. Each file is replaced atomically."""
+        for path in (self.metrics_path, self.eval_path):
+            if not path.is_file():
+                continue
+            kept, dropped = [], 0
+            for line in path.read_text().splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    dropped += 1
+                    continue
+                if row.get("env_steps", 0) <= env_steps:
+                    kept.append(line + "\n")
+                else:
+                    dropped += 1
+            if dropped:
+                tmp = path.with_name(f".{path.name}.tmp")
+                tmp.write_text("".join(kept))
+                tmp.replace(path)
+                logger.info(
+                    "%s: %d rows after %d env steps dropped (the run goes on from there)",
+                    path.name,
+                    dropped,
+                    env_steps,
+                )
 
     @property
     def config_path(self) -> Path:

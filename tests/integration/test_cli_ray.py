@@ -120,7 +120,14 @@ def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
         tmp_path, ray_tmp, *UNTIL_STOPPED, "--set", "run.checkpoint_interval_env_steps=2048"
     )
     runs = tmp_path / "runs"
-    wait_for(lambda: bool(list(runs.glob("*/checkpoints/step_*.pt"))), 180, proc)
+    wait_for(
+        lambda: (
+            bool(list(runs.glob("*/checkpoints/step_*.pt")))
+            and bool(list(runs.glob("*/checkpoints/best.pt")))
+        ),
+        180,
+        proc,
+    )
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     # Ray's processes share the driver's fate; its per-node agents notice that their raylet
@@ -129,6 +136,8 @@ def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
     run = only_run(runs)
     saved = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)["counters"]
     target = saved["env_steps"] + 2048
+    best = run / "checkpoints" / "best.pt"
+    best_before = torch.load(best, weights_only=True)["counters"]["best_eval_return"]
 
     resumed = start_train(
         tmp_path,
@@ -147,6 +156,14 @@ def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
     after = [r for r in rows if r["env_steps"] > saved["env_steps"]]
     assert after
     assert after[-1]["env_steps"] >= target
+    # the killed segment's rows after the checkpoint were cut: no env step appears twice
+    steps = [r["env_steps"] for r in rows]
+    assert steps == sorted(steps)
+    eval_rows = (run / "eval.jsonl").read_text().splitlines()
+    evals = [json.loads(line)["env_steps"] for line in eval_rows]
+    assert evals == sorted(set(evals))
+    # best.pt is only ever replaced by a better evaluation
+    assert torch.load(best, weights_only=True)["counters"]["best_eval_return"] >= best_before
     final = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)["counters"]
     assert final["updates"] >= saved["updates"]
     assert final["env_steps"] >= target

@@ -113,12 +113,17 @@ def test_kuberay_manifest_agrees_with_the_dockerfile_and_the_cli():
     command = shlex.split(manifest["spec"]["entrypoint"])
     assert command[0] in SCRIPTS
     assert command[1] == "train"
+    # a retry (backoffLimit) resumes the run it started instead of starting another
+    assert manifest["spec"]["backoffLimit"] >= 1
+    assert "--resume-if-exists" in command
     # the same options resolve to a valid config through the real CLI
-    resolved = CliRunner().invoke(main, ["show-config", *command[2:]])
+    options = [arg for arg in command[2:] if arg != "--resume-if-exists"]
+    resolved = CliRunner().invoke(main, ["show-config", *options])
     assert resolved.exit_code == 0, resolved.output
     config = yaml.safe_load(resolved.output)
     assert config["learner"]["num_gpus"] == 1
     assert config["run"]["runs_dir"] == "/runs"
+    assert config["run"]["name"]
 
 
 def test_job_runtime_env_is_valid_and_leaves_non_code_behind():

@@ -77,6 +77,37 @@ def test_resume_continues_counters_and_learner_state(tiny):
     assert after["config"]["workers"]["num_workers"] == 1
 
 
+def test_a_run_stopped_before_its_first_checkpoint_resumes_from_the_start(tiny, tmp_path):
+    """Killed before its first checkpoint: --resume starts it again in its own directory,
+    and the rows the killed process had written are dropped."""
+    overrides = [*tiny, "run.runtime=local", "run.name=early"]
+    first = rayrl.train(None, overrides=overrides)
+    run = RunDirectory(first.run_dir)
+    for checkpoint in run.checkpoints.iterdir():  # as if killed before the first one
+        checkpoint.unlink()
+    resumed = rayrl.train(resume=run.root)
+    assert resumed.run_dir == run.root
+    assert resumed.counters.env_steps == first.counters.env_steps
+    steps = [r["env_steps"] for r in read_jsonl(run.metrics_path)]
+    assert steps == sorted(steps)
+    assert run.latest_checkpoint.is_file()
+
+
+def test_resume_if_exists_starts_then_resumes_a_named_run(tiny):
+    """What a retried cluster job runs: the first attempt starts the run, the retry resumes
+    it (the same directory and counters going on), with the same command."""
+    overrides = [*tiny, "run.runtime=local", "run.name=retried"]
+    first = rayrl.train(None, overrides=overrides, resume_if_exists=True)
+    again = rayrl.train(
+        None, overrides=[*overrides, "run.total_env_steps=4096"], resume_if_exists=True
+    )
+    assert again.run_dir == first.run_dir
+    assert again.counters.env_steps == 4096
+    assert again.counters.updates > first.counters.updates
+    with pytest.raises(UserError, match=r"needs run\.name"):
+        rayrl.train(None, overrides=tiny, resume_if_exists=True)
+
+
 def test_resume_with_saved_replay_needs_no_warm_up(tiny):
     overrides = [*tiny, "run.runtime=local", "algorithm.replay.save_with_checkpoint=true"]
     first = rayrl.train(None, overrides=overrides)

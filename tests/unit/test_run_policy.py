@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rayrl.contract import StoreKind
-from rayrl.core import EvalResult, StoreStats
+from rayrl.core import EvalResult, NonFiniteSteps, StoreStats
 from rayrl.presets import load_config
 from rayrl.recorders import Recorders
 from rayrl.run_policy import StopReason, finish_run, run_until_stopped, stop_reason
@@ -61,6 +61,26 @@ def test_stop_reasons_in_order_of_precedence(tmp_path):
     assert stop_reason(s) is StopReason.TIME_BUDGET
     s.target_reached_s = 1.0
     assert stop_reason(s) is StopReason.TARGET_REACHED
+
+
+def test_the_time_budget_counts_the_earlier_segments_of_a_resumed_run(tmp_path):
+    s = session(tmp_path, "run.time_budget_s=3600")
+    s.counters.elapsed_s = 3000.0  # before the resume
+    assert stop_reason(s) is None
+    s.started_at = time.time() - 601
+    assert stop_reason(s) is StopReason.TIME_BUDGET
+
+
+def test_non_finite_steps_in_a_row_stop_the_run_as_a_failure(tmp_path):
+    s = session(tmp_path, "learner.max_nonfinite_steps=3")
+    s.target_reached_s = 1.0
+    s.stats.nonfinite = NonFiniteSteps(skipped=7, in_a_row=2)
+    assert stop_reason(s) is StopReason.TARGET_REACHED
+    s.stats.nonfinite = NonFiniteSteps(skipped=8, in_a_row=3)
+    assert stop_reason(s) is StopReason.NON_FINITE  # before anything else
+    assert StopReason.NON_FINITE.exit_code == 1
+    assert StopReason.INTERRUPTED.exit_code == 130
+    assert StopReason.TARGET_REACHED.exit_code == 0
 
 
 def test_stop_reasons_read_as_their_text():

@@ -1,0 +1,69 @@
+"""The run directory: created atomically, held by one process, cut back on resume."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+
+import pytest
+
+from rayrl.errors import UserError
+from rayrl.presets import load_config
+from rayrl.rundir import RunDirectory
+
+
+def config(runs_dir, *overrides: str):
+    return load_config(None, [f"run.runs_dir={runs_dir}", *overrides])
+
+
+def create_run(runs_dir: str, start, created) -> None:
+    """In a separate process: wait for the start signal, then create an unnamed run."""
+    start.wait()
+    created.put(str(RunDirectory.create(config(runs_dir), "cartpole-dqn").root))
+
+
+def test_runs_started_at_once_get_a_directory_each(tmp_path):
+    """Four processes create unnamed runs at the same instant (the same second, the same
+    name): each gets its own directory."""
+    context = multiprocessing.get_context("spawn")
+    start, created = context.Event(), context.Queue()
+    procs = [
+        context.Process(target=create_run, args=(str(tmp_path), start, created))
+        for _ in range(4)
+    ]
+    for proc in procs:
+        proc.start()
+    start.set()
+    roots = {created.get(timeout=60) for _ in procs}
+    for proc in procs:
+        proc.join(timeout=60)
+    assert len(roots) == 4
+    for root in roots:
+        assert (tmp_path / root).joinpath("config.yaml").is_file()
+
+
+def test_a_directory_in_use_cannot_be_taken_by_a_second_run(tmp_path):
+    first = RunDirectory.create(config(tmp_path, "run.name=shared"), "x")
+    with pytest.raises(UserError, match=r"'.*shared' is in use by another rayrl process \(pid"):
+        RunDirectory.create(config(tmp_path, "run.name=shared"), "x")
+    with pytest.raises(UserError, match="is in use by another rayrl process"):
+        RunDirectory.open(first.root).lock()  # a second --resume
+    first.release()
+    with pytest.raises(UserError, match=r"already exists and is not empty; .* --resume"):
+        RunDirectory.create(config(tmp_path, "run.name=shared"), "x")
+    resumed = RunDirectory.open(first.root)
+    resumed.lock()  # free again
+    resumed.release()
+
+
+def test_cut_back_drops_rows_after_the_checkpoint_and_half_written_lines(tmp_path):
+    run = RunDirectory.create(config(tmp_path), "x")
+    rows = [{"env_steps": steps, "x": 1.0} for steps in (100, 200, 300, 400)]
+    run.metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"env_st')
+    run.append_eval({"env_steps": 200, "eval/return_mean": 1.0})
+    run.append_eval({"env_steps": 400, "eval/return_mean": 2.0})
+    run.cut_back(200)
+    kept = [json.loads(line)["env_steps"] for line in run.metrics_path.read_text().splitlines()]
+    assert kept == [100, 200]
+    evals = [json.loads(line)["env_steps"] for line in run.eval_path.read_text().splitlines()]
+    assert evals == [200]
