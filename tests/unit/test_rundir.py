@@ -28,8 +28,7 @@ def test_runs_started_at_once_get_a_directory_each(tmp_path):
     context = multiprocessing.get_context("spawn")
     start, created = context.Event(), context.Queue()
     procs = [
-        context.Process(target=create_run, args=(str(tmp_path), start, created))
-        for _ in range(4)
+        context.Process(target=create_run, args=(str(tmp_path), start, created)) for _ in range(4)
     ]
     for proc in procs:
         proc.start()
