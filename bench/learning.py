@@ -148,9 +148,18 @@ class RunFigures:
     """Fraction of the run's wall time its learner spent in optimization steps."""
 
 
-def figures(path: Path, seed: int) -> RunFigures | None:
-    metrics, evals = rows(path, "metrics.jsonl"), rows(path, "eval.jsonl")
-    if not metrics or not evals:
+SLACK = 1.01
+"""A run "reached" a budget within 1%: runs stop on whole chunks and evaluations come at
+the first log after an interval, a little past the round number."""
+
+
+def figures(path: Path, seed: int, budget: int) -> RunFigures | None:
+    """The run's figures up to `budget` env steps (its evaluation there, not a later one),
+    or None if it has not reached it."""
+    limit = budget * SLACK
+    metrics = [r for r in rows(path, "metrics.jsonl") if r["env_steps"] <= limit]
+    evals = [r for r in rows(path, "eval.jsonl") if r["env_steps"] <= limit]
+    if not evals or evals[-1]["env_steps"] < budget / SLACK:
         return None
     training = [r["worker/episode_return"] for r in metrics if "worker/episode_return" in r]
     utilization = [r["learner/utilization"] for r in metrics if "learner/utilization" in r]
@@ -192,22 +201,25 @@ def report(runs: Path) -> None:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (preset, game), members in sorted(groups.items()):
-        found = [f for path, seed in members if (f := figures(path, seed)) is not None]
-        if not found:
-            continue
         algorithm = preset.split("_")[-1]
         published, source, differs = PUBLISHED.get((algorithm, game), (float("nan"), "-", "-"))
-        # seeds compared at the budget they all reached
-        steps = min(f.env_steps for f in found)
-        wall = statistics.mean(f.wall_s for f in found)
-        lines.append(
-            f"| `{preset}` | {game} | {len(found)} | {steps:,} | "
-            f"{mean_std([f.final_eval for f in found])} | "
-            f"{mean_std([f.final_training for f in found])} | {wall / 60:.0f} min | "
-            f"{wall / 60 / (steps / 1e6):.1f} min | "
-            f"{100 * statistics.mean(f.learner_share for f in found):.0f}% | {published:g} | "
-            f"{source}: {differs} |"
-        )
+        # a row at 1M env steps (every seed) and one at the longest budget any seed reached
+        longest = max(steps_reached(path) for path, _ in members)
+        budgets = sorted({b for b in (1_000_000, round(longest, -5)) if b <= longest * SLACK})
+        for budget in budgets:
+            found = [f for path, seed in members if (f := figures(path, seed, budget))]
+            if not found:
+                continue
+            steps = min(f.env_steps for f in found)
+            wall = statistics.mean(f.wall_s for f in found)
+            lines.append(
+                f"| `{preset}` | {game} | {len(found)} | {steps:,} | "
+                f"{mean_std([f.final_eval for f in found])} | "
+                f"{mean_std([f.final_training for f in found])} | {wall / 60:.0f} min | "
+                f"{wall / 60 / (steps / 1e6):.1f} min | "
+                f"{100 * statistics.mean(f.learner_share for f in found):.0f}% | "
+                f"{published:g} | {source}: {differs} |"
+            )
         picture = CURVES / f"{preset}-{game}.png"
         plot_runs([path for path, _ in members], picture)
     lines += [
