@@ -163,7 +163,10 @@ class DistributedAgent:
 
         if self.result is None:
             raise UserError("DistributedAgent.eval: nothing trained yet; call train() first")
-        result = evaluate(self.result.run_dir, episodes=num_eval_episodes, which="latest")
+        # its own run: the env id is the one this agent was built with
+        result = evaluate(
+            self.result.run_dir, episodes=num_eval_episodes, which="latest", trust_env=True
+        )
         return {
             "episode_rewards": [float(r) for r in result.returns],
             "episode_lengths": [int(n) for n in result.lengths],

@@ -127,11 +127,11 @@ def train(
         try:
             payload, counters = resume_point(run_dir, config)
             validate(config, payload)
+            run_dir.write_config(config)
+            run_dir.cut_back(counters.env_steps)
         except BaseException:
             run_dir.release()
             raise
-        run_dir.write_config(config)
-        run_dir.cut_back(counters.env_steps)
     try:
         return _train(config, run_dir, payload, counters, started_at, address, dashboard)
     finally:
@@ -143,18 +143,19 @@ def resume_point(run_dir: RunDirectory, config: Config) -> tuple[dict[str, Any] 
     the same directory) when the run was stopped before its first checkpoint. The best
     return is the best of `latest.pt`'s and `best.pt`'s, so that `best.pt` is only ever
     replaced by a better evaluation."""
-    if not run_dir.latest_checkpoint.is_file():
+    payload, counters = None, Counters()
+    if run_dir.latest_checkpoint.is_file():
+        payload = load_checkpoint(run_dir.latest_checkpoint, algorithm=config.algorithm.name)
+        counters = Counters.from_dict(payload["counters"])
+        logger.info("resuming %s at %d env steps", run_dir.root, counters.env_steps)
+    else:
         logger.warning(
             "%s has no checkpoint yet: starting the run again from the beginning",
             run_dir.root,
         )
-        return None, Counters()
-    payload = load_checkpoint(run_dir.latest_checkpoint, algorithm=config.algorithm.name)
-    counters = Counters.from_dict(payload["counters"])
-    if run_dir.best_checkpoint.is_file():
+    if run_dir.best_checkpoint.is_file():  # evaluations may have saved one before latest.pt
         best = load_checkpoint(run_dir.best_checkpoint)["counters"]["best_eval_return"]
         counters.best_eval_return = max(counters.best_eval_return, float(best))
-    logger.info("resuming %s at %d env steps", run_dir.root, counters.env_steps)
     return payload, counters
 
 
@@ -183,6 +184,9 @@ def _train(
             result = train_ray(config, session, payload, address=address, dashboard=dashboard)
         exit_code = result.stop_reason.exit_code
         return result
+    except UserError:
+        exit_code = 2  # what the CLI exits with
+        raise
     finally:
         recorders.close(exit_code)
 

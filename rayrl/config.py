@@ -131,9 +131,9 @@ class LearnerConfig:
     max_grad_norm: float | None = bounded(10.0, gt=0.0)
     """Clip the global gradient norm to this value; None disables clipping."""
     max_nonfinite_steps: int = bounded(10, ge=1)
-    """An optimizer step whose loss or gradient norm is NaN or infinite is skipped (the
-    weights and the optimizer's state stay as they were); this many in a row stop the run,
-    with the checkpoints saved before intact."""
+    """An optimizer step whose gradient is NaN or infinite is skipped (the weights and the
+    optimizer's state stay as they were); this many updates in a row with a skipped step
+    stop the run, with the checkpoints saved before intact."""
     sync_interval: int = bounded(20, ge=1)
     """Publish new weights to the workers every this many updates."""
     device: str = "auto"

@@ -196,8 +196,8 @@ class TransitionBatch:
 
 @dataclass
 class NonFiniteSteps:
-    """Optimizer steps a learner skipped because the loss or the gradient norm was not finite
-    (NaN or infinite): in total, and how many of the latest steps in a row."""
+    """Learner updates in which an optimizer step was skipped because the gradient was not
+    finite (NaN or infinite): in total, and how many of the latest updates in a row."""
 
     skipped: int = 0
     in_a_row: int = 0

@@ -6,8 +6,8 @@ it (`RunEnd`); the policy decides when to stop and in which order the end happen
     reason = run_until_stopped(session, runtime.step)
     return finish_run(session, reason, runtime)
 
-A run stops at the first of: `learner.max_nonfinite_steps` optimizer steps in a row skipped
-for a non-finite loss (a failure), an evaluation reaching `run.target_return`,
+A run stops at the first of: `learner.max_nonfinite_steps` updates in a row with a step
+skipped for a non-finite gradient (a failure), an evaluation reaching `run.target_return`,
 `run.total_env_steps`, `run.time_budget_s`, or an interruption (Ctrl-C, SIGTERM). Then, in
 this order: the final evaluation (none when interrupted; the one that reached the target
 when it did), the final checkpoint (also the scheduled periodic one when the run ended on or
@@ -79,8 +79,8 @@ def stop_reason(session: TrainingSession) -> StopReason | None:
     nonfinite = session.stats.nonfinite.in_a_row
     if nonfinite >= session.config.learner.max_nonfinite_steps:
         logger.error(
-            "stopping: the last %d optimizer steps had a non-finite loss or gradient and were "
-            "skipped (learner.max_nonfinite_steps=%d); the weights and checkpoints are the "
+            "stopping: the last %d learner updates had a non-finite gradient and their steps "
+            "were skipped (learner.max_nonfinite_steps=%d); the weights and checkpoints are the "
             "last finite ones. Look for NaN or infinite rewards or observations, or lower "
             "learner.lr",
             nonfinite,

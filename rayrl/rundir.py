@@ -62,13 +62,16 @@ class RunDirectory:
                     root = base / f"{name}-{suffix}"
         run = cls(root)
         run.lock()
-        if any(path.name != LOCK for path in root.iterdir()):
+        try:
+            if any(path.name != LOCK for path in root.iterdir()):
+                raise UserError(
+                    f"run directory '{root}' already exists and is not empty; choose another "
+                    f"run.name, or continue it with --resume {root}"
+                )
+            run.write_config(config)
+        except BaseException:
             run.release()
-            raise UserError(
-                f"run directory '{root}' already exists and is not empty; choose another "
-                f"run.name, or continue it with --resume {root}"
-            )
-        run.write_config(config)
+            raise
         return run
 
     @classmethod
@@ -85,7 +88,16 @@ class RunDirectory:
         handle = open(self.root / LOCK, "a+")  # noqa: SIM115 -- held for the run
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except OSError as error:
+            if not isinstance(error, BlockingIOError):  # a filesystem without locks (NFS)
+                logger.warning(
+                    "could not lock run directory %s (%s); nothing stops a second process "
+                    "from writing into it",
+                    self.root,
+                    error,
+                )
+                handle.close()
+                return
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
             handle.close()

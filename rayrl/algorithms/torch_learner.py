@@ -45,6 +45,8 @@ class TorchLearner(ABC):
             logger.info("learner: torch sees no CUDA device; training on CPU")
         self.updates = 0
         self.nonfinite = NonFiniteSteps()
+        self._skipped_in_update = -1
+        """The update (by its count) that last had a step skipped."""
 
     @staticmethod
     def all_reduced(network: nn.Module) -> nn.Module:
@@ -65,21 +67,28 @@ class TorchLearner(ABC):
         """Backward, clip the global gradient norm to `learner.max_grad_norm`, optimizer
         step; returns the norm before clipping.
 
-        A non-finite loss or gradient norm skips the optimizer step, so that one bad batch
-        (a NaN reward, an overflow) never reaches the weights; `nonfinite` counts the skips
-        and the run stops after `learner.max_nonfinite_steps` in a row. With several
-        learners the gradients are all-reduced first, so all of them skip together."""
+        A non-finite gradient norm (a NaN or infinite gradient anywhere) skips the optimizer
+        step, so that one bad batch (a NaN reward, an overflow) never reaches the weights.
+        `nonfinite` counts the updates with a skipped step (once per update, however many
+        epochs it has), and the run stops after `learner.max_nonfinite_steps` of them in a
+        row. The decision reads the gradient norm alone: with several learners the
+        gradients are all-reduced first, so the norm, and the decision, is the same on all
+        of them (a loss can be infinite on one learner while its clipped gradient is not).
+        Reading it costs one device sync per step."""
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         max_norm = self.settings.max_grad_norm or math.inf
         grad_norm = nn.utils.clip_grad_norm_(self.acting_network.parameters(), max_norm)
-        if torch.isfinite(loss.detach() + grad_norm):
+        if torch.isfinite(grad_norm):
             self.optimizer.step()
-            self.nonfinite.in_a_row = 0
+            if self._skipped_in_update != self.updates:
+                self.nonfinite.in_a_row = 0
         else:
             self.optimizer.zero_grad(set_to_none=True)
-            self.nonfinite.skipped += 1
-            self.nonfinite.in_a_row += 1
+            if self._skipped_in_update != self.updates:  # count each update once
+                self._skipped_in_update = self.updates
+                self.nonfinite.skipped += 1
+                self.nonfinite.in_a_row += 1
         return grad_norm
 
     @abstractmethod

@@ -108,9 +108,11 @@ class RayDriver:
         return warm_start(self.config.run.init_checkpoint, self.config.algorithm.name)
 
     def _saved_buffer(self) -> Path | None:
-        """The buffer saved with the last checkpoint, to refill a new store from."""
-        path = self.session.run_dir.replay_path
-        return path if self.persist and path.is_file() else None
+        """The buffer saved with the last checkpoint, to refill a new store from (none
+        before the first checkpoint: a run started again from the beginning starts empty)."""
+        run_dir = self.session.run_dir
+        saved = run_dir.replay_path.is_file() and run_dir.latest_checkpoint.is_file()
+        return run_dir.replay_path if self.persist and saved else None
 
     def _restore_point(self) -> tuple[LearnerStart, str]:
         """Where learners that replace a dead one start from, and how to say it."""

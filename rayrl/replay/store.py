@@ -47,17 +47,30 @@ class ReplayStore:
         return StoreStats(len(self.buffer), self.limiter.inserted, self.limiter.sampled)
 
     def save(self, path: Path) -> None:
-        """Write the buffer and the limiter's counts to `path` (an .npz file)."""
+        """Write the buffer and the limiter's counts (with the settings they count under)
+        to `path` (an .npz file)."""
         limiter = self.limiter.state_dict()
-        self.buffer.save(path, limiter=np.array([limiter["inserted"], limiter["sampled"]]))
+        self.buffer.save(
+            path,
+            limiter=np.array([limiter["inserted"], limiter["sampled"]]),
+            limiter_settings=self._limiter_settings(),
+        )
+
+    def _limiter_settings(self) -> np.ndarray:
+        return np.array([self.limiter.samples_per_insert or 0.0, self.limiter.min_size])
 
     def load(self, path: Path) -> None:
         """Refill from a file written by `save`, with the limiter's counts as they were: the
         refilled transitions grant no samples they had not granted before (restarting the
         counts would grant `samples_per_insert` x the buffer's size at once, a burst of
-        updates on a frozen buffer). A file without counts counts as balanced."""
+        updates on a frozen buffer). A file without counts, or saved under another
+        samples-per-insert ratio or warm-up size (a resume with new settings), counts as
+        balanced."""
         metadata = self.buffer.load(path)
-        if "limiter" in metadata:
+        same_settings = np.array_equal(
+            metadata.get("limiter_settings", np.zeros(0)), self._limiter_settings()
+        )
+        if "limiter" in metadata and same_settings:
             inserted, sampled = (int(v) for v in metadata["limiter"])
             self.limiter.load_state_dict({"inserted": inserted, "sampled": sampled})
         else:

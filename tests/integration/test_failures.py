@@ -6,9 +6,11 @@ import json
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 import rayrl
 from rayrl.checkpoint import load_checkpoint, policy_of
+from rayrl.cli import main
 from rayrl.run_policy import StopReason
 from rayrl.rundir import RunDirectory
 
@@ -56,3 +58,22 @@ def test_nan_rewards_stop_the_run_with_the_finite_checkpoints_kept(ray_cluster, 
     assert any(row.get("learner/loss", 0.0) is None for row in rows)
     for line in run.eval_path.read_text().splitlines():
         strict_json(line)
+
+
+def test_the_cli_exits_with_status_1_when_losses_stay_non_finite(tmp_path):
+    """The command line's view of the same failure (local runtime): exit status 1, the
+    cause in one line."""
+    runner = CliRunner()
+    result = runner.invoke(
+        main,
+        [
+            "train",
+            "--runtime=local",
+            "--set=env.id=tests.fake_envs:NanRewardCartPole-v0",
+            f"--set=run.runs_dir={tmp_path}",
+            "--set=logging.console=false",
+            "--set=run.total_env_steps=50000",
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    assert "stopped: non-finite losses" in result.output

@@ -78,14 +78,19 @@ def test_resume_continues_counters_and_learner_state(tiny):
 
 
 def test_a_run_stopped_before_its_first_checkpoint_resumes_from_the_start(tiny, tmp_path):
-    """Killed before its first checkpoint: --resume starts it again in its own directory,
-    and the rows the killed process had written are dropped."""
+    """Killed before its first checkpoint (an evaluation had saved `best.pt`): --resume
+    starts it again in its own directory, the rows the killed process had written are
+    dropped, and `best.pt` is only replaced by a better evaluation."""
     overrides = [*tiny, "run.runtime=local", "run.name=early"]
     first = rayrl.train(None, overrides=overrides)
     run = RunDirectory(first.run_dir)
     for checkpoint in run.checkpoints.iterdir():  # as if killed before the first one
-        checkpoint.unlink()
+        if checkpoint != run.best_checkpoint:
+            checkpoint.unlink()
+    best_before = load_checkpoint(run.best_checkpoint)["counters"]["best_eval_return"]
     resumed = rayrl.train(resume=run.root)
+    best_after = load_checkpoint(run.best_checkpoint)["counters"]["best_eval_return"]
+    assert best_after >= best_before
     assert resumed.run_dir == run.root
     assert resumed.counters.env_steps == first.counters.env_steps
     steps = [r["env_steps"] for r in read_jsonl(run.metrics_path)]

@@ -171,6 +171,23 @@ def test_updates_move_the_policy_to_the_rewarded_action(cartpole):
     )
 
 
+def test_a_nan_batch_is_one_skipped_update_whatever_its_epochs(cartpole):
+    """`cartpole_ppo` takes 20 optimizer steps per update: a batch with a NaN reward skips
+    all of them and counts once, and the weights stay as they were."""
+    config, spec = cartpole
+    learner = learner_for(config, spec)
+    obs_row = np.random.default_rng(1).normal(size=4).astype(np.float32)
+    batch = one_state_batch(np.ones((8, 32), dtype=np.int64), obs_row)
+    batch.rewards[0, 0] = np.nan
+    before = learner.get_weights().weights
+    learner.update(batch)
+    for name, value in learner.get_weights().weights.items():
+        np.testing.assert_array_equal(value, before[name])
+    assert (learner.nonfinite.skipped, learner.nonfinite.in_a_row) == (1, 1)
+    learner.update(batch)
+    assert (learner.nonfinite.skipped, learner.nonfinite.in_a_row) == (2, 2)
+
+
 def test_a_truncated_step_bootstraps_from_its_true_final_observation(cartpole):
     config, spec = cartpole
     learner = learner_for(config, spec)

@@ -287,3 +287,15 @@ def test_a_refilled_store_without_saved_counts_starts_balanced(tmp_path):
     refilled = replay_store()
     refilled.load(tmp_path / "replay.npz")
     assert samples_granted(refilled) <= refilled.limiter.tolerance
+
+
+def test_a_store_refilled_under_a_new_ratio_starts_balanced(tmp_path):
+    """Resumed with another samples_per_insert: the old counts mean nothing under it."""
+    store = replay_store()
+    for i in range(8):
+        store.add(scalar_chunk(10 * i, 5))
+    store.save(tmp_path / "replay.npz")
+    buffer = UniformReplay(100, 200, seed=0, stacked=False)
+    faster = ReplayStore(buffer, RateLimiter.for_sizes(8.0, 10, chunk_size=5, batch_size=4), 5)
+    faster.load(tmp_path / "replay.npz")
+    assert samples_granted(faster) <= faster.limiter.tolerance
