@@ -34,6 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "bench" / "results" / "learning"
 DOC = ROOT / "docs" / "learning.md"
 CURVES = ROOT / "docs" / "learning"
+NOTES = ROOT / "bench" / "learning_notes.md"
+"""The hand-written reading of the table (targets met or missed, by how much, and why),
+placed under it in docs/learning.md."""
 
 PAPER = "MinAtar paper (Young & Tian 2019, Fig. 2), 5M frames"
 GYMNAX = "gymnax README's PPO table (gymnax-blines), 10M steps"
@@ -231,6 +234,8 @@ def report(runs: Path) -> None:
         "",
     ]
     lines += [f"![{p.stem}](learning/{p.name})" for p in sorted(CURVES.glob("*.png"))]
+    if NOTES.is_file():
+        lines += ["", NOTES.read_text().rstrip()]
     lines += ["", *protocols()]
     DOC.write_text("\n".join(lines) + "\n")
     print(f"wrote {DOC}")

@@ -149,9 +149,11 @@ def test_checkpoint_from_another_algorithm_is_rejected(runner, finished_run):
     assert_one_line_error(result, "written by algorithm 'impala'", "'dqn'")
 
 
-def test_resume_of_a_run_without_checkpoint(runner, tmp_path):
-    (tmp_path / "config.yaml").write_text("{}\n")
-    assert_one_line_error(run_cli(runner, "train", "--resume", str(tmp_path)), "does not exist")
+def test_resume_of_a_directory_that_is_not_a_run(runner, tmp_path):
+    """(A run directory without a checkpoint starts again from the beginning: see
+    test_local_training.py.)"""
+    result = run_cli(runner, "train", "--resume", str(tmp_path))
+    assert_one_line_error(result, "is not a rayrl run directory")
 
 
 def test_debug_shows_the_traceback(runner):
