@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,11 @@ logger = logging.getLogger(__name__)
 WAIT_S = 0.2
 """Longest the loop waits for a call before checking timers (hangs, logs, stop)."""
 SHUTDOWN_TIMEOUT_S = 60.0
-"""Longest the end of a run waits for the learner's last calls and its final state."""
+"""Longest the end of a run waits for the learner's final state (and, separately, for the
+replay saved beside it), all its calls together."""
+LEARNER_DRAIN_S = 20.0
+"""Longest the end of a run waits for the learner's `train` calls in flight; the final
+state is asked for after them in any case."""
 
 
 class RayDriver:
@@ -223,7 +228,7 @@ class RayDriver:
         self.workers.stop()
         self.learners.stop()
         self.store.stop()
-        self.dispatcher.drain(lambda: self.learners.busy, SHUTDOWN_TIMEOUT_S)
+        self.dispatcher.drain(lambda: self.learners.busy, LEARNER_DRAIN_S)
 
     def _evaluating(self) -> bool:
         self.evaluator.check_hung()
@@ -243,13 +248,16 @@ class RayDriver:
         if not self.learners.handles:
             logger.warning("no final checkpoint: the run stopped before its learner started")
             return
-        self.dispatcher.drain(lambda: self._checkpoint_pending, SHUTDOWN_TIMEOUT_S)
+        deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S  # for all of the learner's calls
+        self.dispatcher.drain(
+            lambda: self._checkpoint_pending, max(0.0, deadline - time.monotonic())
+        )
         if self.persist and self.store.handle is not None:
             self.store.save(self.session.run_dir.replay_path)  # waited for below
         if len(self.learners.handles) > 1:
-            self._check_learners_agree()
+            self._check_learners_agree(deadline)
         info = self.latest_info if self.latest_info is not None else self.learners.weights()
-        fetched = self._fetch([self.learners.state(), info])
+        fetched = self._fetch([self.learners.state(), info], deadline)
         if isinstance(fetched, str):
             logger.error("could not write the final checkpoint: %s", fetched)
             return
@@ -261,14 +269,15 @@ class RayDriver:
     def store_stats(self) -> StoreStats | None:
         return self.store.latest
 
-    def _fetch(self, refs: list[Any]) -> list[Any] | str:
-        """The values of `refs` within `SHUTDOWN_TIMEOUT_S`, or what went wrong."""
+    def _fetch(self, refs: list[Any], deadline: float) -> list[Any] | str:
+        """The values of `refs` by `deadline` (`time.monotonic()`), or what went wrong."""
         values: dict[int, Any] = {}
         errors: list[BaseException] = []
         for index, ref in enumerate(refs):
             self.dispatcher.submit(ref, self._store_in(values, index), errors.append)
         finished = self.dispatcher.drain(
-            lambda: not errors and len(values) < len(refs), SHUTDOWN_TIMEOUT_S
+            lambda: not errors and len(values) < len(refs),
+            max(0.0, deadline - time.monotonic()),
         )
         if errors:
             return str(errors[0])
@@ -280,9 +289,9 @@ class RayDriver:
     def _store_in(values: dict[int, Any], index: int) -> Callable[[Any], None]:
         return lambda value: values.__setitem__(index, value)
 
-    def _check_learners_agree(self) -> None:
+    def _check_learners_agree(self, deadline: float) -> None:
         """All-reduced learners must hold identical parameters; record and report it."""
-        digests = self._fetch(self.learners.digests())
+        digests = self._fetch(self.learners.digests(), deadline)
         if isinstance(digests, str):
             logger.warning("could not compare the learners' parameters: %s", digests)
             return

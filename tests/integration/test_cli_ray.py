@@ -105,7 +105,8 @@ def test_interrupt_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp, signu
         os.killpg(proc.pid, signum)
     else:
         os.kill(proc.pid, signum)
-    output, _ = proc.communicate(timeout=120)
+    # the end of a run waits at most 20 s for the learner's calls and 60 s for its state
+    output, _ = proc.communicate(timeout=180)
     assert proc.returncode == 130, output
     assert "stopped: interrupted" in output
     payload = torch.load(only_run(metrics) / "checkpoints" / "latest.pt", weights_only=True)
