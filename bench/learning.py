@@ -4,8 +4,10 @@ figures, written to docs/learning.md with the curves.
 Runs one (preset, game, seed) at a time with the Ray runtime, each in its own run directory
 under --runs (default bench/results/learning), so that a table can grow across sittings: a
 run that was stopped resumes from its last checkpoint (`--resume`), one that reached its
-budget is skipped, and a larger budget continues it. Every call rewrites docs/learning.md
-from all the runs there.
+budget is skipped, and a larger budget continues it (unless the preset decays its learning
+rate over the budget, as minatar_impala does: then a longer budget needs another seed).
+Every call rewrites docs/learning.md from all the runs there, with bench/learning_notes.md
+(the reading of the table) under it.
 
     python bench/learning.py --preset minatar_dqn --games Breakout SpaceInvaders \
         --seeds 0 1 2 --env-steps 1000000
@@ -29,6 +31,7 @@ import rayrl
 from rayrl.config import preset_names
 from rayrl.plot import plot_runs
 from rayrl.presets import load_config
+from rayrl.rundir import RunDirectory
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "bench" / "results" / "learning"
@@ -113,6 +116,13 @@ def train(runs: Path, preset: str, game: str, seed: int, env_steps: int) -> None
         if done >= env_steps:
             print(f"{path.name}: {done:,} env steps already, skipped", flush=True)
             return
+        saved = RunDirectory.open(path).raw_config()
+        if saved["algorithm"].get("lr_decay") and saved["run"]["total_env_steps"] < env_steps:
+            raise SystemExit(
+                f"{path.name}: its learning rate decays to zero over its budget of "
+                f"{saved['run']['total_env_steps']:,} env steps (algorithm.lr_decay), so a "
+                f"longer one would raise it again mid-run; run another seed to {env_steps:,}"
+            )
         print(f"{path.name}: resuming at {done:,} env steps", flush=True)
         rayrl.train(resume=path, overrides=budget)
         return
