@@ -168,7 +168,11 @@ the first log after an interval, a little past the round number."""
 
 def figures(path: Path, seed: int, budget: int) -> RunFigures | None:
     """The run's figures up to `budget` env steps (its evaluation there, not a later one),
-    or None if it has not reached it."""
+    or None if it has not reached it, or if its learning rate decays over a longer budget
+    (at `budget` it was not trained the way a run of that budget is)."""
+    saved = RunDirectory.open(path).raw_config()
+    if saved["algorithm"].get("lr_decay") and saved["run"]["total_env_steps"] > budget * SLACK:
+        return None
     limit = budget * SLACK
     metrics = [r for r in rows(path, "metrics.jsonl") if r["env_steps"] <= limit]
     evals = [r for r in rows(path, "eval.jsonl") if r["env_steps"] <= limit]
