@@ -89,10 +89,19 @@ def check_cluster(config: Config) -> float:
     learners = config.learner.num_learners
     num_gpus = config.learner.num_gpus
     if num_gpus is None:
-        return 1.0 if gpus >= learners else 0.0
-    if num_gpus * learners > gpus:
+        num_gpus = 1.0 if gpus >= learners else 0.0
+    elif num_gpus * learners > gpus:
         raise ConfigError(
             f"learner.num_gpus={num_gpus:g} for {learners} learner(s) but the Ray cluster has "
             f"{gpus:g} GPUs; use null to take one per learner only when there are enough"
+        )
+    device = config.learner.device
+    if device.startswith("cuda") and num_gpus == 0:
+        # Ray hides every GPU from an actor that asked for none: the learner would fail at
+        # every start
+        raise ConfigError(
+            f"learner.device={device!r} but the learner gets no GPU from Ray (the cluster has "
+            f"{gpus:g} GPUs for {learners} learner(s), learner.num_gpus={config.learner.num_gpus}"
+            "); use 'auto' or 'cpu', or give the cluster a GPU per learner"
         )
     return num_gpus

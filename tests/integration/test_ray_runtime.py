@@ -239,6 +239,13 @@ def test_resume_with_a_different_number_of_workers(ray_cluster, tmp_path):
     assert_updates_never_go_backwards(rows)
 
 
+def test_a_cuda_learner_without_a_gpu_from_ray_is_refused_before_it_starts(ray_cluster, tiny):
+    """Ray hides the GPUs from an actor that asked for none: such a learner would fail at
+    every start, so the run is refused up front, naming the key."""
+    with pytest.raises(rayrl.UserError, match=r"learner.device='cuda' but the learner gets no"):
+        rayrl.train(None, overrides=[*tiny, "learner.device=cuda", "learner.num_gpus=0"])
+
+
 def test_cluster_too_small_is_a_clear_error(ray_cluster, tiny):
     with pytest.raises(rayrl.UserError, match=r"has 5 CPUs but the run asks for 21"):
         rayrl.train(None, overrides=[*tiny, "workers.num_workers=20"])
