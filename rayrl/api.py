@@ -27,6 +27,7 @@ from rayrl.recorders import make_recorders
 from rayrl.run_policy import TrainResult
 from rayrl.rundir import RunDirectory
 from rayrl.session import Counters, TrainingSession
+from rayrl.storage import Storage
 from rayrl.video import check_video_support
 
 logger = logging.getLogger(__name__)
@@ -169,9 +170,10 @@ def _train(
     dashboard: bool,
 ) -> TrainResult:
     """The run itself, with its recorders closed (and told the exit code) however it ends."""
-    recorders = make_recorders(config, run_dir, counters.env_steps, counters.elapsed_s)
+    storage = Storage(config.faults.max_storage_errors)
+    recorders = make_recorders(config, run_dir, storage, counters.env_steps, counters.elapsed_s)
     store = ALGORITHMS[config.algorithm.name].family.store
-    session = TrainingSession(config, run_dir, recorders, counters, started_at, store)
+    session = TrainingSession(config, run_dir, recorders, counters, started_at, store, storage)
     exit_code = 1  # what W&B is told if the run raises
     try:
         if config.run.runtime == "local":
@@ -186,6 +188,9 @@ def _train(
         return result
     except UserError:
         exit_code = 2  # what the CLI exits with
+        raise
+    except KeyboardInterrupt:
+        exit_code = 130  # interrupted again while the run ended
         raise
     finally:
         recorders.close(exit_code)

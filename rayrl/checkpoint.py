@@ -21,6 +21,7 @@ import torch
 
 from rayrl.core import ModelInfo
 from rayrl.errors import CheckpointError
+from rayrl.files import atomic_path
 
 FORMAT = "rayrl-checkpoint"
 FORMAT_VERSION = 2
@@ -51,13 +52,10 @@ def save_checkpoint(
         "counters": counters,
         "config": config,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
         torch.save(payload, f)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def load_checkpoint(path: Path, *, algorithm: str | None = None) -> dict[str, Any]:

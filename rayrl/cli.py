@@ -19,6 +19,7 @@ import click
 from rayrl.errors import UserError
 
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
 
 
 def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -118,20 +119,25 @@ def train(
     if resume is not None and config is not None:
         raise UserError("--resume continues a run with its saved config; drop --config")
     overrides = overrides + ((f"run.runtime={runtime}",) if runtime else ())
-    result = run_training(
-        config,
-        overrides=overrides,
-        resume=resume,
-        resume_if_exists=resume_if_exists,
-        address=address,
-        dashboard=dashboard,
-        started_at=started_at,
-    )
+    try:
+        result = run_training(
+            config,
+            overrides=overrides,
+            resume=resume,
+            resume_if_exists=resume_if_exists,
+            address=address,
+            dashboard=dashboard,
+            started_at=started_at,
+        )
+    except KeyboardInterrupt:  # a second interrupt while the run ended: exit at once
+        click.echo("stopped: interrupted twice, without the final checkpoint", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     counters = result.counters
     click.echo("")
     click.echo(result.summary)
+    cause = f" ({result.failure})" if result.failure else ""
     click.echo(
-        f"stopped: {result.stop_reason} after {result.wall_s:.1f} s "
+        f"stopped: {result.stop_reason}{cause} after {result.wall_s:.1f} s "
         f"({counters.env_steps:,} env steps, {counters.updates:,} learner updates)"
     )
     if result.final_eval is not None:

@@ -1,9 +1,10 @@
 """Typed run configuration: one frozen dataclass per concern, built strictly from YAML.
 
 A run is described by a `Config` with sections `env`, `algorithm`, `workers`, `learner`,
-`run` and `logging`. The `algorithm` section's class depends on `algorithm.name`: a family's
-config (`rayrl.families`) adds the experience settings it reads (replay for off-policy
-learning, the unroll queue for on-policy learning) and the algorithm its own fields. This
+`run`, `logging` and `faults`. The `algorithm` section's class depends on
+`algorithm.name`: a family's config (`rayrl.families`) adds the experience settings it
+reads (replay for off-policy learning, the unroll queue for on-policy learning) and the
+algorithm its own fields. This
 module knows no algorithm: `build_config` is handed the classes by name, which
 `rayrl.presets` (the loader users call) does.
 
@@ -187,6 +188,46 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class FaultsConfig:
+    """What a run does when its parts fail. Restarts, timeouts and capacity apply to the Ray
+    runtime; storage errors to both runtimes."""
+
+    worker_restarts: int = bounded(5, ge=0)
+    """Restarts of one rollout worker within `restart_window_s` beyond which the run stops
+    (an env that crashes on start must not restart forever)."""
+    learner_restarts: int = bounded(3, ge=0)
+    """Restores of the learner(s) within `restart_window_s` beyond which the run stops."""
+    store_restarts: int = bounded(3, ge=0)
+    """Re-creations of the experience actor within `restart_window_s` beyond which the run
+    stops."""
+    evaluator_restarts: int = bounded(5, ge=0)
+    """Replacements of the evaluator within `restart_window_s` beyond which the run stops."""
+    restart_window_s: float = bounded(1800.0, gt=0.0)
+    """The window the restart limits count in."""
+    restart_backoff_s: float = bounded(2.0, ge=0.0)
+    """The first restart of an actor within the window is immediate; each later one waits
+    this long, doubled every time, up to `max_restart_backoff_s`. An error raised in an
+    actor's constructor is never retried: the run stops with it."""
+    max_restart_backoff_s: float = bounded(60.0, ge=0.0)
+    """The longest wait before a restart."""
+    call_timeout_s: float = bounded(600.0, gt=0.0)
+    """A learner that returns no update for this long while no experience arrives either
+    (nothing it waits for is coming), or an experience actor that does not answer a figures
+    call for this long, is hung: it is killed and restarted."""
+    start_timeout_s: float = bounded(900.0, gt=0.0)
+    """A learner that has not started this long after it was created stops the run (with
+    the GPUs and CPUs it waits for); a worker that has not started is replaced, unless the
+    cluster has no CPU free for it (it then waits for capacity, see
+    `no_workers_timeout_s`)."""
+    no_workers_timeout_s: float = bounded(1800.0, gt=0.0)
+    """Training goes on with the workers that remain when capacity is lost, and takes the
+    others back when it returns; with no worker running for this long the run stops."""
+    max_storage_errors: int = bounded(3, ge=1)
+    """A write to the run directory (checkpoint, replay, metrics) is tried 3 times; this many
+    failed writes in a row stop the run, with what was saved before intact."""
+
+
+@dataclass(frozen=True)
 class WandbConfig:
     """Weights & Biases. Only the driver talks to W&B."""
 
@@ -238,6 +279,7 @@ class Config:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     run: RunConfig = field(default_factory=RunConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    faults: FaultsConfig = field(default_factory=FaultsConfig)
 
     @property
     def total_envs(self) -> int:

@@ -218,6 +218,11 @@ class Family(Protocol[C, S]):
 
     def make_store(self, settings: S) -> ExperienceStore: ...
 
+    def store_memory(self, config: Config, spec: EnvSpec) -> int:
+        """About how many bytes the store holds when full (what Ray is asked to reserve
+        for it, and what pre-flight checks against the nodes' memory)."""
+        ...
+
     def persists(self, algo: C) -> bool:
         """Whether the store is saved with each checkpoint (then it is a `PersistentStore`)."""
         ...

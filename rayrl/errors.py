@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 
 class UserError(Exception):
@@ -20,6 +21,34 @@ class ConfigError(UserError):
 
 class CheckpointError(UserError):
     """A checkpoint is missing, corrupt, or does not fit the configured agent."""
+
+
+class RunFailedError(Exception):
+    """The run cannot go on (an actor that fails at every start, storage that keeps failing,
+    no rollout worker for too long). The message is the one-line cause the run ends with;
+    `state_sound` says whether the learner's state can still be checkpointed."""
+
+    def __init__(self, message: str, *, state_sound: bool = True) -> None:
+        super().__init__(message)
+        self.state_sound = state_sound
+
+
+@dataclass
+class Failure:
+    """The error a run stopped on."""
+
+    cause: str
+    """One line."""
+    state_sound: bool
+    """Whether the learner's state can still be checkpointed."""
+
+
+def failure_of(error: Exception) -> Failure:
+    if isinstance(error, RunFailedError):
+        return Failure(str(error), error.state_sound)
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    detail = lines[-1] if lines else ""
+    return Failure(f"{type(error).__name__}: {detail}" if detail else type(error).__name__, False)
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:

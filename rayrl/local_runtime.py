@@ -10,6 +10,7 @@ run stops and ends is `rayrl.run_policy`'s.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import defaultdict
@@ -139,7 +140,9 @@ class LocalRuntime:
 
     def _checkpoint(self, best: bool = False, periodic: bool = False) -> None:
         if self.persist and not best:
-            as_persistent(self.store).save(self.session.run_dir.replay_path)
+            path = self.session.run_dir.replay_path
+            save = functools.partial(as_persistent(self.store).save, path)
+            self.session.storage.write(f"the replay to {path}", save)
         self.session.save_checkpoint(
             self.learner.state_dict(), self.learner.get_weights(), best=best, periodic=periodic
         )

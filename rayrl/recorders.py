@@ -21,7 +21,9 @@ from tqdm import tqdm
 
 from rayrl.config import Config, config_to_dict
 from rayrl.errors import ConfigError
+from rayrl.files import append_line
 from rayrl.rundir import RunDirectory, json_line
+from rayrl.storage import Storage
 
 logger = logging.getLogger(__name__)
 
@@ -38,19 +40,21 @@ class Recorder(Protocol):
 
 class JsonlRecorder:
     """One JSON object per record: `env_steps`, `time_s` and the metrics. Appends, so a
-    resumed run continues the same file."""
+    resumed run continues the same file; each line is written whole or not at all, through
+    `storage` (retried, and counted when it fails)."""
 
-    def __init__(self, path: Path, time_offset_s: float = 0.0) -> None:
+    def __init__(self, path: Path, storage: Storage, time_offset_s: float = 0.0) -> None:
         self.path = path
-        self._file = open(path, "a", buffering=1)  # noqa: SIM115 -- kept open for the run
+        self.storage = storage
         self._start = time.perf_counter() - time_offset_s
 
     def record(self, metrics: Mapping[str, float], env_steps: int) -> None:
         row = {"env_steps": env_steps, "time_s": round(time.perf_counter() - self._start, 3)}
-        self._file.write(json_line({**row, **metrics}))
+        line = json_line({**row, **metrics})
+        self.storage.write(f"a line of {self.path.name}", lambda: append_line(self.path, line))
 
     def close(self, exit_code: int = 0) -> None:
-        self._file.close()
+        pass  # every line is written when recorded
 
 
 class ConsoleRecorder:
@@ -209,10 +213,14 @@ class Recorders:
 
 
 def make_recorders(
-    config: Config, run_dir: RunDirectory, initial_env_steps: int = 0, time_offset_s: float = 0.0
+    config: Config,
+    run_dir: RunDirectory,
+    storage: Storage,
+    initial_env_steps: int = 0,
+    time_offset_s: float = 0.0,
 ) -> Recorders:
-    """The recorders the config asks for; JSONL always."""
-    recorders: list[Recorder] = [JsonlRecorder(run_dir.metrics_path, time_offset_s)]
+    """The recorders the config asks for; JSONL always (written through `storage`)."""
+    recorders: list[Recorder] = [JsonlRecorder(run_dir.metrics_path, storage, time_offset_s)]
     if config.logging.console:
         recorders.append(ConsoleRecorder(config.run.total_env_steps, initial_env_steps))
     if config.logging.tensorboard:

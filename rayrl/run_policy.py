@@ -8,11 +8,15 @@ it (`RunEnd`); the policy decides when to stop and in which order the end happen
 
 A run stops at the first of: `learner.max_nonfinite_steps` updates in a row with a step
 skipped for a non-finite gradient (a failure), an evaluation reaching `run.target_return`,
-`run.total_env_steps`, `run.time_budget_s`, or an interruption (Ctrl-C, SIGTERM). Then, in
-this order: the final evaluation (none when interrupted; the one that reached the target
-when it did), the final checkpoint (also the scheduled periodic one when the run ended on or
-past it; never weights that are not finite), the last metrics record, and the result with
-its summary.
+`run.total_env_steps`, `run.time_budget_s`, an interruption (Ctrl-C, SIGTERM), or any
+error (a failure: `RunFailedError` from a restart policy, storage that keeps failing, or a bug).
+Then, in this order: the final evaluation (none when interrupted or failed; the one that
+reached the target when it did), the final checkpoint (also the scheduled periodic one when
+the run ended on or past it; never weights that are not finite, and none after an error
+that may have left the learner's state inconsistent), the last metrics record, and the
+result with its summary. Each step of the end that fails is logged in one line and the
+next one still runs; a second interruption during the end exits at once (every file is
+written atomically, so what was saved stays intact).
 """
 
 from __future__ import annotations
@@ -22,12 +26,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from rayrl.core import EvalResult, StoreStats
+from rayrl.errors import RunFailedError, failure_of
 from rayrl.session import Counters, TrainingSession
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class StopReason(str, enum.Enum):
@@ -38,6 +45,7 @@ class StopReason(str, enum.Enum):
     TIME_BUDGET = "time_budget_s reached"
     INTERRUPTED = "interrupted"
     NON_FINITE = "non-finite losses"
+    FAILED = "failed"
 
     def __str__(self) -> str:
         return self.value
@@ -48,7 +56,7 @@ class StopReason(str, enum.Enum):
         convention for Ctrl-C), 1 when the run could not go on."""
         if self is StopReason.INTERRUPTED:
             return 130
-        return 1 if self is StopReason.NON_FINITE else 0
+        return 1 if self in (StopReason.NON_FINITE, StopReason.FAILED) else 0
 
 
 @dataclass
@@ -71,6 +79,8 @@ class TrainResult:
     """Headline numbers of this segment (see `RunStats.figures`)."""
     learner_digests: list[str] = field(default_factory=list)
     """With several learners: a hash of each one's parameters at the end (they must agree)."""
+    failure: str | None = None
+    """Why a failed run failed, in one line."""
 
 
 def stop_reason(session: TrainingSession) -> StopReason | None:
@@ -104,15 +114,26 @@ def run_until_stopped(
 ) -> StopReason:
     """`start()`, then `step()` until a stop condition holds (perhaps at once: a resumed run
     that has reached its budget); Ctrl-C (or SIGTERM, which the CLI turns into it) stops the
-    run too, also while it starts."""
+    run too, also while it starts, and so does any error (`session.failure` says which)."""
     try:
         start()
         while (reason := stop_reason(session)) is None:
             step()
         return reason
     except KeyboardInterrupt:
-        logger.warning("interrupted: stopping and writing a final checkpoint")
+        logger.warning(
+            "interrupted: stopping and writing a final checkpoint (interrupt again to exit at "
+            "once, keeping the checkpoints written before)"
+        )
         return StopReason.INTERRUPTED
+    except Exception as error:
+        session.failure = failure_of(error)
+        logger.error(
+            "stopping: %s",
+            session.failure.cause,
+            exc_info=not isinstance(error, RunFailedError),  # a bug: its traceback, to report
+        )
+        return StopReason.FAILED
 
 
 class RunEnd(Protocol):
@@ -134,13 +155,16 @@ class RunEnd(Protocol):
 
 def finish_run(session: TrainingSession, reason: StopReason, end: RunEnd) -> TrainResult:
     """End the run in the policy's order and return its result."""
-    final_eval = None
-    if reason is StopReason.TARGET_REACHED:
-        final_eval = session.last_eval
-    elif reason is not StopReason.INTERRUPTED:
-        final_eval = end.final_evaluation()
-    end.final_checkpoint(periodic=session.checkpoint_due())
-    session.log_if_due(end.store_stats(), force=True)
+    try:
+        final_eval = _end(session, reason, end)
+    except KeyboardInterrupt:
+        logger.warning(
+            "interrupted again: exiting now; the checkpoints written before are intact "
+            "(--resume goes on from %s)",
+            session.run_dir.latest_checkpoint,
+        )
+        raise
+    failure = session.failure
     return TrainResult(
         run_dir=session.run_dir.root,
         stop_reason=reason,
@@ -153,4 +177,34 @@ def finish_run(session: TrainingSession, reason: StopReason, end: RunEnd) -> Tra
         placement=session.placement,
         figures=session.stats.figures(),
         learner_digests=session.learner_digests,
+        failure=failure.cause if failure is not None else None,
     )
+
+
+def _end(session: TrainingSession, reason: StopReason, end: RunEnd) -> EvalResult | None:
+    """The final evaluation, checkpoint and metrics record; a step that fails is logged in
+    one line and the next one runs."""
+    final_eval = None
+    if reason is StopReason.TARGET_REACHED:
+        final_eval = session.last_eval
+    elif reason not in (StopReason.INTERRUPTED, StopReason.FAILED):
+        final_eval = _logged("no final evaluation", end.final_evaluation)
+    failure = session.failure
+    if failure is not None and not failure.state_sound:
+        logger.error(
+            "no final checkpoint: the error may have left the learner's state inconsistent; "
+            "the checkpoints written before are kept"
+        )
+    else:
+        _logged("no final checkpoint", lambda: end.final_checkpoint(session.checkpoint_due()))
+    _logged("no last metrics record", lambda: session.log_if_due(end.store_stats(), force=True))
+    return final_eval
+
+
+def _logged(what: str, action: Callable[[], T]) -> T | None:
+    """`action()`, or None with `what` and the error logged in one line when it fails."""
+    try:
+        return action()
+    except Exception as error:
+        logger.error("%s: %s", what, failure_of(error).cause)
+        return None

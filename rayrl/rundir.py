@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from rayrl.config import Config, config_to_yaml, read_source
 from rayrl.errors import UserError
+from rayrl.files import append_line, atomic_path
 
 logger = logging.getLogger(__name__)
 
@@ -135,9 +136,8 @@ class RunDirectory:
                 else:
                     dropped += 1
             if dropped:
-                tmp = path.with_name(f".{path.name}.tmp")
-                tmp.write_text("".join(kept))
-                tmp.replace(path)
+                with atomic_path(path) as tmp:
+                    tmp.write_text("".join(kept))
                 logger.info(
                     "%s: %d rows after %d env steps dropped (the run goes on from there)",
                     path.name,
@@ -183,19 +183,18 @@ class RunDirectory:
         return read_source(self.config_path)
 
     def write_config(self, config: Config) -> None:
-        tmp = self.config_path.with_name(".config.yaml.tmp")
-        tmp.write_text(config_to_yaml(config))
-        tmp.replace(self.config_path)
+        with atomic_path(self.config_path) as tmp:
+            tmp.write_text(config_to_yaml(config))
 
-    def save_video(self, video: bytes, env_steps: int) -> Path:
-        path = self.root / "videos" / f"eval-{env_steps:012d}.mp4"
-        path.parent.mkdir(exist_ok=True)
-        path.write_bytes(video)
-        return path
+    def video_path(self, env_steps: int) -> Path:
+        return self.root / "videos" / f"eval-{env_steps:012d}.mp4"
+
+    def save_video(self, video: bytes, path: Path) -> None:
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(video)
 
     def append_eval(self, record: dict[str, Any]) -> None:
-        with open(self.eval_path, "a") as f:
-            f.write(json_line(record))
+        append_line(self.eval_path, json_line(record))
 
 
 def json_line(record: dict[str, Any]) -> str:

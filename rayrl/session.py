@@ -7,6 +7,7 @@ evaluations; everything they decide from those lives here and in `rayrl.run_poli
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -20,9 +21,11 @@ from rayrl.checkpoint import save_checkpoint
 from rayrl.config import Config, config_to_dict
 from rayrl.contract import StoreKind
 from rayrl.core import EvalResult, ModelInfo, StoreStats
+from rayrl.errors import Failure
 from rayrl.recorders import Recorders
 from rayrl.rundir import RunDirectory
 from rayrl.stats import RunStats
+from rayrl.storage import Storage
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +66,11 @@ class TrainingSession:
         counters: Counters,
         started_at: float,
         store: StoreKind,
+        storage: Storage | None = None,
     ) -> None:
+        """`storage` runs the writes into the run directory (the recorders' too)."""
         self.config = config
+        self.storage = storage if storage is not None else Storage(config.faults.max_storage_errors)
         self.run_dir = run_dir
         self.recorders = recorders
         self.counters = counters
@@ -83,6 +89,8 @@ class TrainingSession:
         self.evaluations: list[dict[str, float]] = []
         self.placement: dict[str, dict[str, str]] = {}
         self.learner_digests: list[str] = []
+        self.failure: Failure | None = None
+        """The error the run stopped on, if any."""
 
     # ---- time ------------------------------------------------------------------------------
 
@@ -112,6 +120,7 @@ class TrainingSession:
         metrics = self.stats.interval_metrics(store)
         metrics["learner/updates"] = float(self.counters.updates)  # the run's, across resumes
         metrics["run/wall_s"] = self.counters.elapsed_s + self.wall_s
+        metrics["storage/errors"] = float(self.storage.errors)
         self.recorders.record(metrics, self.counters.env_steps)
 
     def eval_started(self) -> None:
@@ -137,10 +146,15 @@ class TrainingSession:
         metrics["eval/policy_version"] = float(result.policy_version)
         self.recorders.record(metrics, env_steps)
         if result.video is not None:
-            self.recorders.record_video(self.run_dir.save_video(result.video, env_steps), env_steps)
+            path = self.run_dir.video_path(env_steps)
+            save = functools.partial(self.run_dir.save_video, result.video, path)
+            if self.storage.write(f"the video {path.name}", save):
+                self.recorders.record_video(path, env_steps)
         record = {"env_steps": env_steps, "wall_s": round(self.wall_s, 3), **metrics}
         self.evaluations.append(record)
-        self.run_dir.append_eval(record)
+        self.storage.write(
+            "a line of eval.jsonl", functools.partial(self.run_dir.append_eval, record)
+        )
         target = self.config.run.target_return
         if target is not None and result.mean >= target and self.target_reached_s is None:
             self.target_reached_s = self.wall_s
@@ -160,7 +174,8 @@ class TrainingSession:
     ) -> None:
         """Write latest.pt (and best.pt / a periodic step checkpoint when asked), unless the
         weights are not finite: the checkpoints saved before are kept, never replaced or
-        rotated away by broken ones."""
+        rotated away by broken ones. Writes go through `storage` (retried; a failed one
+        leaves the file before it in place and rotates nothing away)."""
         if not all(np.isfinite(w).all() for w in policy.weights.values()):
             logger.error(
                 "checkpoint at %d env steps not saved: the weights are not finite; the "
@@ -180,9 +195,15 @@ class TrainingSession:
         targets = [self.run_dir.best_checkpoint] if best else [self.run_dir.latest_checkpoint]
         if periodic:
             targets.append(self.run_dir.periodic_checkpoint(self.counters.env_steps))
-        for path in targets:
-            save_checkpoint(path, **payload)
-        if periodic:
+        saved = [
+            path
+            for path in targets
+            if self.storage.write(
+                f"the checkpoint {path.name}", functools.partial(save_checkpoint, path, **payload)
+            )
+        ]
+        if periodic and len(saved) == len(targets):
             for old in self.run_dir.periodic_checkpoints()[: -self.config.run.keep_checkpoints]:
                 old.unlink(missing_ok=True)
-        logger.info("checkpoint saved at %d env steps: %s", self.counters.env_steps, targets)
+        if saved:
+            logger.info("checkpoint saved at %d env steps: %s", self.counters.env_steps, saved)

@@ -103,6 +103,11 @@ class FakeActor:
         """The error a call to this actor raises once it is dead."""
         return RayActorError(actor_id=self.id)
 
+    def failed_to_start(self, error: str) -> RayActorError:
+        """The error a call to this actor raises when its constructor raised `error`."""
+        message = f"The actor died because of an error raised in its creation task\n{error}"
+        return RayActorError(actor_id=self.id, error_msg=message, actor_init_failed=True)
+
 
 def task_error(message: str) -> RayTaskError:
     """The error of a call whose method raised (the actor lives on)."""

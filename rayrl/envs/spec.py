@@ -10,11 +10,13 @@ None filled from the family's `defaults`), as `rayrl.envs.make_env` and the vide
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import gymnasium as gym
+import numpy as np
 
 from rayrl.config import EnvConfig
 
@@ -27,6 +29,13 @@ class EnvSpec:
     action_space: gym.spaces.Space
     frame_stack: int | None
     """Frames per observation for stacked (Atari) observations; None when unstacked."""
+
+
+def observation_bytes(spec: EnvSpec) -> int:
+    """Bytes of one observation (a whole stack for stacked ones)."""
+    space = spec.observation_space
+    dtype = np.dtype(space.dtype) if space.dtype is not None else np.dtype(np.float32)
+    return math.prod(space.shape or (1,)) * dtype.itemsize
 
 
 class EnvFamily(Protocol):

@@ -3,11 +3,12 @@ sampled at a controlled samples-per-insert ratio, optionally saved with checkpoi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from rayrl.config import AlgorithmConfig, Config
 from rayrl.contract import StoreKind
-from rayrl.envs.spec import EnvSpec
+from rayrl.envs.spec import EnvSpec, observation_bytes
 from rayrl.errors import ConfigError
 from rayrl.processing import NStepProcessor
 from rayrl.replay import PrioritizedReplay, RateLimiter, ReplayStore, UniformReplay
@@ -157,6 +158,21 @@ class OffPolicy:
 
     def persists(self, algo: OffPolicyConfig) -> bool:
         return algo.replay.save_with_checkpoint
+
+    def store_memory(self, config: Config, spec: EnvSpec) -> int:
+        """The buffer's preallocated arrays: the frame ring (each frame stored once, however
+        many stacks and n-step targets refer to it), two frame-index stacks, the action,
+        reward, discount and owner per transition, and the priority tree."""
+        settings = self.store_settings(config, spec)
+        replay, stack = settings.replay, settings.frame_stack or 1
+        frames = frame_capacity_for(
+            replay.capacity, settings.steps_per_chunk, settings.n_step, stack
+        )
+        frame_bytes = observation_bytes(spec) // stack
+        action_bytes = math.prod(spec.action_space.shape or (1,)) * 8
+        per_transition = 2 * stack * 8 + action_bytes + 4 + 4 + 8
+        priorities = 4 * 8 * replay.capacity if replay.prioritized else 0  # a tree: < 4 n
+        return frames * frame_bytes + replay.capacity * per_transition + priorities
 
 
 OFF_POLICY = OffPolicy()

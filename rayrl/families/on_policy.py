@@ -8,7 +8,7 @@ from typing import Literal
 
 from rayrl.config import AlgorithmConfig, Config, LearnerConfig, RunConfig
 from rayrl.contract import StoreKind
-from rayrl.envs.spec import EnvSpec
+from rayrl.envs.spec import EnvSpec, observation_bytes
 from rayrl.errors import ConfigError
 from rayrl.processing import UnrollProcessor
 from rayrl.strict import bounded
@@ -84,6 +84,13 @@ class OnPolicy:
 
     def persists(self, algo: OnPolicyConfig) -> bool:
         return False
+
+    def store_memory(self, config: Config, spec: EnvSpec) -> int:
+        """`algorithm.num_storages` unrolls of `num_steps` + 1 observations (the actions,
+        rewards and behaviour outputs beside them are small against the observations)."""
+        algo = config.algorithm
+        assert isinstance(algo, OnPolicyConfig)
+        return algo.num_storages * (algo.num_steps + 1) * (observation_bytes(spec) + 64)
 
 
 ON_POLICY = OnPolicy()

@@ -36,10 +36,9 @@ def train_ray(
     """Train with Ray actors until a stop condition (`rayrl.run_policy`)."""
     connected_here = connect(config, address, dashboard)
     try:
-        learner_gpus = check_cluster(config)
-        factory = ActorFactory(
-            config, env_spec(config.env), f"rayrl/{session.run_dir.root.name}", learner_gpus
-        )
+        spec = env_spec(config.env)
+        learner_gpus = check_cluster(config, spec)
+        factory = ActorFactory(config, spec, f"rayrl/{session.run_dir.root.name}", learner_gpus)
         return RayDriver(config, session, resume, factory).run()
     finally:
         if connected_here:

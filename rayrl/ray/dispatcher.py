@@ -132,8 +132,8 @@ class Supervisor(Protocol):
         """Whether the actor is one this supervisor runs now (not a replaced one)."""
         ...
 
-    def on_died(self, actor_id: str) -> None:
-        """Replace or restore the dead actor."""
+    def on_died(self, actor_id: str, error: BaseException) -> None:
+        """Replace or restore the dead actor (`error` says how it died)."""
         ...
 
 
@@ -152,7 +152,7 @@ class Deaths:
             return False
         for supervisor in self.supervisors:
             if supervisor.owns(dead):
-                supervisor.on_died(dead)
+                supervisor.on_died(dead, error)
                 return True
         logger.debug("actor %s died after it was replaced", dead)
         return True

@@ -64,8 +64,16 @@ class RayDriver:
         self.persist = family.persists(config.algorithm)
         stats, counters = session.stats, session.counters
         self.deaths = deaths = Deaths()
+        faults = config.faults
         self.store = StoreSupervisor(
-            factory, self.dispatcher, deaths, family.store, stats, self._saved_buffer
+            factory,
+            self.dispatcher,
+            deaths,
+            family.store,
+            stats,
+            self._saved_buffer,
+            faults,
+            on_save_failed=session.storage.failed,
         )
         self.workers = WorkerSupervisor(
             factory,
@@ -73,6 +81,7 @@ class RayDriver:
             deaths,
             self.store,
             config.workers,
+            faults,
             counters,
             stats,
             chunk_env_steps=family.chunk_steps(config.algorithm) * config.workers.envs_per_worker,
@@ -83,15 +92,17 @@ class RayDriver:
             self.dispatcher,
             deaths,
             self.store,
+            faults,
             counters,
             stats,
             sync_interval=config.learner.sync_interval,
             restore_point=self._restore_point,
             publish=self.workers.publish,
             on_placement=self._on_placement,
+            experience_at=lambda: self.workers.last_inserted_at,
         )
         self.evaluator = EvaluatorSupervisor(
-            factory, self.dispatcher, deaths, stats, config.run.eval_timeout_s
+            factory, self.dispatcher, deaths, stats, config.run.eval_timeout_s, faults
         )
         self._checkpoint_life: Life | None = None
 
@@ -160,12 +171,14 @@ class RayDriver:
         self.learners.request_updates()
         session = self.session
         if self.latest_info is not None:  # the learner has published its first weights
-            if session.eval_due() and not self.evaluator.pending:
+            if session.eval_due() and self.evaluator.available and not self.evaluator.pending:
                 self._request_eval()
             if session.checkpoint_due() and not self._checkpoint_pending:
                 self._request_checkpoint(periodic=True)
         self.dispatcher.poll(WAIT_S)
         self.workers.check_hangs()
+        self.learners.watch()
+        self.store.watch()
         self.evaluator.check_hung()
         if session.log_due():
             self.store.refresh_stats()
@@ -231,14 +244,19 @@ class RayDriver:
         self.dispatcher.drain(lambda: self.learners.busy, LEARNER_DRAIN_S)
 
     def _evaluating(self) -> bool:
+        """An evaluation runs, or the evaluator's replacement is due soon."""
         self.evaluator.check_hung()
-        return self.evaluator.pending
+        return self.evaluator.pending or not self.evaluator.available
 
     def final_evaluation(self) -> EvalResult | None:
-        if self.evaluator.handle is None or not self.learners.handles:
-            return None  # interrupted while starting
+        if not self.learners.handles:
+            logger.warning("no final evaluation: no learner is running")
+            return None
         timeout = self.config.run.eval_timeout_s
         self.dispatcher.drain(self._evaluating, timeout)
+        if not self.evaluator.available:
+            logger.warning("no final evaluation: the evaluator is being replaced")
+            return None
         self.session.last_eval = None
         self._request_eval()
         self.dispatcher.drain(self._evaluating, timeout)
@@ -246,7 +264,10 @@ class RayDriver:
 
     def final_checkpoint(self, periodic: bool) -> None:
         if not self.learners.handles:
-            logger.warning("no final checkpoint: the run stopped before its learner started")
+            logger.warning(
+                "no final checkpoint: no learner is running (it was being restored); the "
+                "checkpoints written before are kept"
+            )
             return
         deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S  # for all of the learner's calls
         self.dispatcher.drain(

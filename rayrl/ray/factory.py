@@ -5,7 +5,7 @@
   sample call in progress;
 - `ExperienceService` -> the experience actor (replay buffer or unroll queue), on the
   driver's node when possible (so that saving the buffer with a checkpoint writes into the
-  run directory);
+  run directory), reserving the memory it holds when full (`memory=`);
 - `LearnerService` -> the learner actor(s), each with the GPUs `check_cluster` decided (one
   by default when the cluster has a GPU), so that on a cluster they land on GPU nodes;
 - `Evaluator` -> an evaluation actor.
@@ -20,13 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.exceptions import GetTimeoutError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rayrl.algorithms import ALGORITHMS
 from rayrl.config import Config
 from rayrl.envs.spec import EnvSpec
+from rayrl.errors import RunFailedError
 from rayrl.evaluation import Evaluator
 from rayrl.ray.launch import LEARNER_CPUS
+from rayrl.ray.restarts import constructor_error, one_line
 from rayrl.ray.services import ExperienceService, LearnerService, LearnerStart
 from rayrl.worker import RolloutWorker
 
@@ -68,6 +71,8 @@ class ActorFactory:
             .options(
                 name=self._name(self.family.store.namespace, incarnation),
                 num_cpus=0,
+                # what it holds when full: Ray places it where that fits, and counts it
+                memory=self.family.store_memory(self.config, self.spec),
                 # every caller may be waiting on the store at once: all workers' adds, the
                 # learners' sample requests, and stats/priorities/save/stop calls
                 max_concurrency=workers.num_workers * workers.max_chunks_in_flight
@@ -93,14 +98,24 @@ class ActorFactory:
             for rank in range(count)
         ]
         if count > 1:
-            address = ray.get(learners[0].group_address.remote())
-            ray.get(
-                [
-                    learner.join_group.remote(address, rank, count)
-                    for rank, learner in enumerate(learners)
-                ]
-            )
+            self._form_group(learners)
         return learners
+
+    def _form_group(self, learners: list[Any]) -> None:
+        """Join the learners into one process group, within `faults.start_timeout_s`."""
+        timeout = self.config.faults.start_timeout_s
+        try:
+            address = ray.get(learners[0].group_address.remote(), timeout=timeout)
+            joins = [
+                learner.join_group.remote(address, rank, len(learners))
+                for rank, learner in enumerate(learners)
+            ]
+            ray.get(joins, timeout=timeout)
+        except (RayError, GetTimeoutError) as error:
+            for learner in learners:
+                self.kill(learner)
+            cause = constructor_error(error) or one_line(error)
+            raise RunFailedError(f"the learners could not form their group: {cause}") from None
 
     def evaluator(self, incarnation: int = 0) -> Any:
         config = self.config
@@ -114,3 +129,15 @@ class ActorFactory:
     def kill(handle: Any) -> None:
         """Kill an actor for good (Ray does not restart it)."""
         ray.kill(handle, no_restart=True)
+
+
+def is_placed(handle: Any) -> bool:
+    """Whether Ray has given the actor a process: one it has not (no pid in Ray's actor
+    table) waits for the resources it asks for. Unknown counts as placed."""
+    try:
+        # Ray's state API (ray.util.state) answers this only with the dashboard running
+        from ray._private.state import actors
+
+        return bool(actors(handle._actor_id.hex()).get("Pid"))
+    except Exception:
+        return True

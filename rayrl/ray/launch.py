@@ -1,5 +1,6 @@
 """Launching and connecting: joining a Ray cluster or starting a local Ray sized to the
-machine, and checking that the cluster can host the run before any actor starts."""
+machine, and checking that the cluster can host the run before any actor starts (CPUs,
+the learner's GPUs, and memory for the experience store)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from typing import Any
 
 import ray
 
+from rayrl.algorithms import ALGORITHMS
 from rayrl.config import Config
+from rayrl.envs.spec import EnvSpec
 from rayrl.errors import ConfigError, UserError
 
 logger = logging.getLogger(__name__)
@@ -75,8 +78,9 @@ def _init_keeping_sigterm_handler(**kwargs: Any) -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
-def check_cluster(config: Config) -> float:
+def check_cluster(config: Config, spec: EnvSpec) -> float:
     """Raise if the cluster cannot host the run; returns the learner's GPU request."""
+    check_store_memory(config, spec)
     resources = ray.cluster_resources()
     cpus, gpus = resources.get("CPU", 0.0), resources.get("GPU", 0.0)
     if requested_cpus(config) > cpus:
@@ -105,3 +109,24 @@ def check_cluster(config: Config) -> float:
             "); use 'auto' or 'cpu', or give the cluster a GPU per learner"
         )
     return num_gpus
+
+
+def check_store_memory(config: Config, spec: EnvSpec) -> None:
+    """Refuse a replay (or unroll queue) larger than any node's memory for actors: it would
+    fail, or be killed by the OOM killer, only once it has filled, hours into the run."""
+    family = ALGORITHMS[config.algorithm.name].family
+    needed = family.store_memory(config, spec)
+    nodes = [node["Resources"].get("memory", 0.0) for node in ray.nodes() if node["Alive"]]
+    largest = max(nodes, default=0.0)
+    if needed > largest:
+        gib = 2**30
+        key = (
+            "algorithm.replay.capacity"
+            if family.store.namespace == "replay"
+            else ("algorithm.num_storages")
+        )
+        raise ConfigError(
+            f"the {family.store.namespace} needs about {needed / gib:.1f} GiB when full, but the "
+            f"largest Ray node has {largest / gib:.1f} GiB of memory for actors; lower {key} "
+            "or add a node with more memory"
+        )

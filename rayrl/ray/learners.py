@@ -8,17 +8,29 @@ so this process owns it and it outlives a learner crash.
 
 A dead learner (any of them) is restored, with its peers, from the latest checkpoint (or
 the state the run was resumed from, or afresh before the first checkpoint): peers of a dead
-learner cannot go on alone, since they all-reduce with it.
+learner cannot go on alone, since they all-reduce with it. Restores follow the learner's
+restart policy (`faults.learner_restarts` within the window, with backoff). A learner is
+hung when it returns no update for `faults.call_timeout_s` while no experience arrives
+either (a learner waiting for experience that is on its way is not hung; one that stopped
+sampling soon stops the workers through the store's limits): it is restored too. An error
+in the learner's constructor (a checkpoint whose state does not load) and a learner that
+Ray cannot place within `faults.start_timeout_s` (no node has the GPU it asks for) stop the
+run: they would recur at every restore.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
+from rayrl.config import FaultsConfig
+from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
-from rayrl.ray.factory import ActorFactory
+from rayrl.ray.factory import ActorFactory, is_placed
+from rayrl.ray.launch import LEARNER_CPUS
+from rayrl.ray.restarts import RestartPolicy, constructor_error, one_line
 from rayrl.ray.services import LearnerReport, LearnerStart
 from rayrl.ray.store import StoreSupervisor
 from rayrl.session import Counters
@@ -36,6 +48,7 @@ class LearnerSupervisor:
         dispatcher: Dispatcher,
         deaths: Deaths,
         store: StoreSupervisor,
+        faults: FaultsConfig,
         counters: Counters,
         stats: RunStats,
         *,
@@ -43,11 +56,15 @@ class LearnerSupervisor:
         restore_point: Callable[[], tuple[LearnerStart, str]],
         publish: Callable[..., None],
         on_placement: Callable[[dict[str, str]], None],
+        experience_at: Callable[[], float],
+        clock: Callable[[], float] = time.monotonic,
+        placed: Callable[[Any], bool] = is_placed,
     ) -> None:
         """`restore_point()` gives where restored learners start from and a description of it
         for the log; `publish(info, version, rollback=...)` hands new weights on (a reference
         to a `ModelInfo`; `rollback` after a restore); `on_placement` hears where the learner
-        runs."""
+        runs; `experience_at()` is when the store last took experience (`clock` time);
+        `placed(handle)` whether Ray has given an actor a process."""
         self.factory = factory
         self.dispatcher = dispatcher
         self.deaths = deaths
@@ -58,7 +75,27 @@ class LearnerSupervisor:
         self.restore_point = restore_point
         self.publish = publish
         self.on_placement = on_placement
+        self.experience_at = experience_at
+        self.clock = clock
+        self.placed = placed
+        self.faults = faults
+        self.restarts = RestartPolicy(
+            "the learner",
+            faults.learner_restarts,
+            faults.restart_window_s,
+            faults.restart_backoff_s,
+            faults.max_restart_backoff_s,
+            clock,
+        )
         self.handles: list[Any] = []
+        """The running learners (none while a restore waits)."""
+        self.started = False
+        """The first learner has answered (its constructor finished)."""
+        self.created_at = 0.0
+        self.answered_at = 0.0
+        """When the first learner last returned a `train` call (or was first asked for one)."""
+        self.restore_at: float | None = None
+        """When a restore is due (it backs off)."""
         self.life = Life()
         self.incarnation = 0
         """Numbers the actors' names; `life` guards their calls."""
@@ -75,8 +112,10 @@ class LearnerSupervisor:
 
     def start(self, start: LearnerStart, rollback: bool = False) -> None:
         self.handles = self.factory.learners(self.store.handle, start, self.incarnation)
+        self.started = False
+        self.created_at = self.clock()
         self.dispatcher.submit(
-            self.first.placement.remote(), self.on_placement, lambda _: None, self.life
+            self.first.placement.remote(), self._on_started, self._on_error, self.life
         )
         # publish the initial (or restored) weights once they exist, so that no worker
         # queues a call behind an object still being made (workers act with their own
@@ -98,8 +137,17 @@ class LearnerSupervisor:
     def busy(self) -> bool:
         return self.calls > 0
 
+    def _on_started(self, placement: dict[str, str]) -> None:
+        self.started = True
+        self.on_placement(placement)
+
     def request_updates(self) -> None:
-        """Keep `CALLS_IN_FLIGHT` `train` calls queued on every learner."""
+        """Keep `CALLS_IN_FLIGHT` `train` calls queued on every learner (none while a restore
+        or the store's restart waits)."""
+        if not self.handles or self.store.handle is None:
+            return
+        if self.calls == 0:
+            self.answered_at = self.clock()
         while not self.stopped and self.calls < CALLS_IN_FLIGHT:
             for rank, learner in enumerate(self.handles):
                 report, info = learner.train.options(num_returns=2).remote(self.sync_interval)
@@ -111,6 +159,7 @@ class LearnerSupervisor:
     def _on_first_report(self, info: Any) -> Callable[[LearnerReport], None]:
         def on_report(report: LearnerReport) -> None:
             self.calls -= 1
+            self.answered_at = self.clock()
             if report.updates:
                 self.counters.updates = report.total_updates
                 self.stats.add_updates(
@@ -138,18 +187,80 @@ class LearnerSupervisor:
     def owns(self, dead_id: str) -> bool:
         return any(dead_id == actor_id(handle) for handle in self.handles)
 
-    def on_died(self, dead_id: str) -> None:
-        start, where = self.restore_point()
-        logger.warning("a learner died; restoring the learner(s) from %s", where)
-        for handle in self.handles:  # peers of a dead learner cannot go on alone
-            self.factory.kill(handle)
-        self.life.end()
-        self.life = Life()
-        self.incarnation += 1
-        self.calls = 0
+    def on_died(self, dead_id: str, error: BaseException) -> None:
+        in_constructor = constructor_error(error)
+        if in_constructor is not None:
+            self._kill()
+            raise RunFailedError(f"the learner could not start: {in_constructor}")
+        logger.warning("a learner died (%s); restoring the learner(s)", one_line(error))
+        self._restore(one_line(error))
+
+    def _restore(self, cause: str) -> None:
+        """Kill every learner (peers of a dead learner cannot go on alone) and schedule their
+        restore under the restart policy (which may stop the run)."""
+        self._kill()
+        if self.stopped:
+            return
+        delay = self.restarts.next_delay(cause, "faults.learner_restarts")
         self.stats.count("learner/restarts")
+        self.restore_at = self.clock() + delay
+        if delay:
+            logger.warning("the learner is restored in %.0f s (backoff)", delay)
+        else:
+            self._start_restored()
+
+    def _start_restored(self) -> None:
+        self.restore_at = None
+        start, where = self.restore_point()
+        logger.warning("restoring the learner(s) from %s", where)
+        self.incarnation += 1
         self.counters.updates = int(start.state["updates"]) if start.state is not None else 0
         self.start(start, rollback=True)
+
+    def _kill(self) -> None:
+        for handle in self.handles:
+            self.factory.kill(handle)
+        self.handles = []
+        self.life.end()
+        self.life = Life()
+        self.calls = 0
+
+    def watch(self) -> None:
+        """Restore when due; restore a hung learner; stop the run when the learner cannot
+        be placed."""
+        now = self.clock()
+        if self.restore_at is not None:
+            if now >= self.restore_at:
+                self._start_restored()
+            return
+        if not self.handles or self.stopped:
+            return
+        if not self.started:
+            if now - self.created_at > self.faults.start_timeout_s:
+                self._not_started(now)
+            return
+        quiet_s = now - max(self.answered_at, self.experience_at())
+        if self.calls and quiet_s > self.faults.call_timeout_s:
+            logger.warning(
+                "the learner returned no update for %.0f s while no experience arrived "
+                "(faults.call_timeout_s): restoring it",
+                quiet_s,
+            )
+            self.stats.count("learner/hangs")
+            self._restore("it hung (faults.call_timeout_s)")
+
+    def _not_started(self, now: float) -> None:
+        waited = now - self.created_at
+        if not self.placed(self.first):
+            raise RunFailedError(
+                f"the learner has waited {waited:.0f} s for a node with "
+                f"{self.factory.learner_gpus:g} GPU(s) and {LEARNER_CPUS:g} CPU free "
+                f"(faults.start_timeout_s={self.faults.start_timeout_s:g}); was a GPU node "
+                "lost? The checkpoints are kept: --resume the run when the cluster has one, or "
+                "with --set learner.num_gpus=0 to train on CPU"
+            )
+        logger.warning("the learner did not start within %.0f s: restoring it", waited)
+        self._restore("it did not start (faults.start_timeout_s)")
 
     def _use_store(self, handle: Any) -> None:
         for learner in self.handles:

@@ -10,10 +10,16 @@ worker -> object store -> experience actor by reference (this process forwards t
 reference, at most one update queued per worker, in its own concurrency group so that a
 sample call in progress picks them up at its next env step.
 
-Failures: a dead worker is replaced (and handed the newest weights); a worker that has
-started but delivers no chunk for `workers.sample_timeout_s` while asked for one is killed
-and replaced; a slot replaced `MAX_FAILURES_WITHOUT_PROGRESS` times in a row without
-delivering a chunk stops the run with an error.
+Failures: a dead worker is replaced (and handed the newest weights) under its slot's
+restart policy (`faults.worker_restarts` within `faults.restart_window_s`, with backoff); a
+worker that has started but delivers no chunk for `workers.sample_timeout_s` while asked
+for one is killed and replaced; an error in a worker's constructor stops the run with that
+error (it would recur at every restart).
+
+Capacity: a worker that waits for a CPU the cluster does not have free (its node was lost)
+is not a failure: training goes on with the workers that run, and Ray starts the waiting
+ones when capacity returns. With no worker running for `faults.no_workers_timeout_s` the
+run stops.
 """
 
 from __future__ import annotations
@@ -24,28 +30,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rayrl.config import WorkersConfig
+from rayrl.config import FaultsConfig, WorkersConfig
 from rayrl.core import ChunkStats
+from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
-from rayrl.ray.factory import ActorFactory
+from rayrl.ray.factory import ActorFactory, is_placed
+from rayrl.ray.restarts import RestartPolicy, constructor_error, one_line
 from rayrl.ray.store import StoreSupervisor
 from rayrl.session import Counters
 from rayrl.stats import RunStats
 
 logger = logging.getLogger(__name__)
 
-WORKER_START_TIMEOUT_S = 300.0
-"""A worker must finish starting (process, imports, env creation) within this time; the
-hang timeout (`workers.sample_timeout_s`) only counts once it has."""
-MAX_FAILURES_WITHOUT_PROGRESS = 5
-"""A worker slot replaced this many times in a row without delivering a chunk stops the run
-with an error (an env that crashes on start would otherwise be restarted forever)."""
+CAPACITY_NOTICE_S = 30.0
+"""A worker not started after this long that Ray has placed in no process yet waits for
+capacity."""
 
 
 @dataclass
 class WorkerSlot:
     index: int
     handle: Any
+    restarts: RestartPolicy
     life: Life = field(default_factory=Life)
     incarnation: int = 0
     """Numbers the actor's name (`worker-<index>.<incarnation>`); `life` guards its calls."""
@@ -57,8 +63,10 @@ class WorkerSlot:
     """Its process has started (the hang timeout runs only from then on)."""
     last_progress: float = 0.0
     """When it last returned a chunk, was asked for one while idle, or was created."""
-    failures: int = 0
-    """Replacements since it last delivered a chunk."""
+    restart_at: float | None = None
+    """When its replacement is due (it backs off); None while it has an actor."""
+    waiting_for_capacity: bool = False
+    """It has not started and the cluster has no CPU free for it."""
     weights_version: int = -1
     weights_pending: bool = False
 
@@ -71,25 +79,34 @@ class WorkerSupervisor:
         deaths: Deaths,
         store: StoreSupervisor,
         settings: WorkersConfig,
+        faults: FaultsConfig,
         counters: Counters,
         stats: RunStats,
         *,
         chunk_env_steps: int,
         total_env_steps: int,
         clock: Callable[[], float] = time.monotonic,
+        placed: Callable[[Any], bool] = is_placed,
     ) -> None:
+        """`placed(handle)` says whether Ray has given an actor a process (one that it has
+        not waits for capacity, which is not a failure)."""
         self.factory = factory
         self.dispatcher = dispatcher
         self.deaths = deaths
         self.store = store
         self.settings = settings
+        self.faults = faults
         self.counters = counters
         self.stats = stats
         self.chunk_env_steps = chunk_env_steps
         self.total_env_steps = total_env_steps
         self.clock = clock
+        self.placed = placed
         self.slots: list[WorkerSlot] = []
         self.stopped = False
+        self.last_inserted_at = clock()
+        """When the store last took a chunk (the learner's watchdog asks)."""
+        self._none_running_since: float | None = None
         self.latest_info: Any = None
         """A reference to the newest published `ModelInfo` (None before the first)."""
         self.latest_version = -1
@@ -97,13 +114,23 @@ class WorkerSupervisor:
 
     def start(self) -> None:
         """Create every worker at once: their processes start in parallel."""
+        faults = self.faults
         for index in range(self.settings.num_workers):
-            slot = WorkerSlot(index, self.factory.worker(index, 0), last_progress=self.clock())
+            restarts = RestartPolicy(
+                f"worker {index}",
+                faults.worker_restarts,
+                faults.restart_window_s,
+                faults.restart_backoff_s,
+                faults.max_restart_backoff_s,
+                self.clock,
+            )
+            handle = self.factory.worker(index, 0)
+            slot = WorkerSlot(index, handle, restarts, last_progress=self.clock())
             self.slots.append(slot)
             self._watch_start(slot)
 
     def handles(self) -> list[Any]:
-        return [slot.handle for slot in self.slots]
+        return [slot.handle for slot in self.slots if slot.restart_at is None]
 
     def stop(self) -> None:
         """Ask for no more chunks, and replace no more workers."""
@@ -113,9 +140,11 @@ class WorkerSupervisor:
 
     def request_chunks(self) -> None:
         """Keep every worker at `max_chunks_in_flight` chunks, within the env-step budget."""
-        if self.stopped:
+        if self.stopped or self.store.handle is None:  # the store is being restarted
             return
         for slot in self.slots:
+            if slot.restart_at is not None:
+                continue
             while slot.in_flight < self.settings.max_chunks_in_flight and self._within_budget():
                 self._request_chunk(slot)
 
@@ -150,7 +179,6 @@ class WorkerSupervisor:
 
     def _on_chunk_stats(self, slot: WorkerSlot, stats: ChunkStats) -> None:
         slot.sampling -= 1
-        slot.failures = 0
         slot.last_progress = self.clock()
         self.counters.env_steps += stats.env_steps
         self.counters.episodes += len(stats.episode_returns)
@@ -158,6 +186,7 @@ class WorkerSupervisor:
 
     def _on_chunk_added(self, slot: WorkerSlot, life: Life, inserted: int) -> None:
         self.stats.add_inserted(inserted)
+        self.last_inserted_at = self.clock()
         if life.alive:
             slot.in_flight -= 1
 
@@ -173,7 +202,7 @@ class WorkerSupervisor:
         if self.deaths.handle(error):
             return
         logger.error("worker %d failed: %s; replacing it", slot.index, error)
-        self._replace(slot)
+        self._replace(slot, one_line(error))
 
     # ---- lives -------------------------------------------------------------------------------
 
@@ -188,49 +217,71 @@ class WorkerSupervisor:
     def _on_ready(self, slot: WorkerSlot) -> None:
         slot.ready = True
         slot.last_progress = self.clock()
+        if slot.waiting_for_capacity:
+            slot.waiting_for_capacity = False
+            running = sum(other.ready for other in self.slots)
+            logger.info(
+                "worker %d started: %d of %d workers running", slot.index, running, len(self.slots)
+            )
 
     def owns(self, dead_id: str) -> bool:
-        return any(dead_id == actor_id(slot.handle) for slot in self.slots)
+        return any(
+            dead_id == actor_id(slot.handle) and slot.restart_at is None for slot in self.slots
+        )
 
-    def on_died(self, dead_id: str) -> None:
+    def on_died(self, dead_id: str, error: BaseException) -> None:
         slot = next(slot for slot in self.slots if dead_id == actor_id(slot.handle))
         logger.warning("worker %d died; replacing it", slot.index)
-        self._replace(slot)
+        self._replace(slot, one_line(error), constructor_error(error))
 
-    def _replace(self, slot: WorkerSlot) -> None:
+    def _replace(self, slot: WorkerSlot, cause: str, in_constructor: str | None = None) -> None:
+        """Kill the slot's actor and schedule its replacement under the slot's restart
+        policy (which may stop the run)."""
         self.factory.kill(slot.handle)
-        if self.stopped:  # the run is ending: no new worker
-            slot.life.end()
-            return
-        slot.failures += 1
-        if slot.failures >= MAX_FAILURES_WITHOUT_PROGRESS:
-            raise RuntimeError(
-                f"worker {slot.index} failed {slot.failures} times in a row without delivering "
-                "a chunk; see the worker errors above (an env that cannot start or step?)"
-            )
         slot.life.end()
+        slot.in_flight = slot.sampling = 0
+        slot.ready = slot.weights_pending = False
+        if self.stopped:  # the run is ending: no new worker
+            return
+        if in_constructor is not None:
+            raise RunFailedError(f"worker {slot.index} could not start: {in_constructor}")
+        delay = slot.restarts.next_delay(cause, "faults.worker_restarts")
+        self.stats.add_worker_restart(slot.index)
+        slot.restart_at = self.clock() + delay
+        if delay:
+            logger.warning("worker %d restarts in %.0f s (backoff)", slot.index, delay)
+        else:
+            self._restart(slot)
+
+    def _restart(self, slot: WorkerSlot) -> None:
+        slot.restart_at = None
         slot.life = Life()
         slot.incarnation += 1
         slot.handle = self.factory.worker(slot.index, slot.incarnation)
-        slot.in_flight = slot.sampling = 0
-        slot.ready = slot.weights_pending = False
         slot.weights_version = -1
         slot.last_progress = self.clock()
-        self.stats.add_worker_restart(slot.index)
         self._watch_start(slot)
         self._send_weights(slot)
 
     def check_hangs(self) -> None:
-        """Replace workers that did not start, or that deliver nothing while asked to."""
+        """Start the replacements that are due; replace workers that did not start (unless
+        they wait for capacity) or that deliver nothing while asked to; stop the run when
+        no worker has run for `faults.no_workers_timeout_s`."""
         timeout = self.settings.sample_timeout_s
         now = self.clock()
         for slot in self.slots:
             if self.stopped:
                 return
+            if slot.restart_at is not None:
+                if now >= slot.restart_at:
+                    self._restart(slot)
+                continue
             if not slot.ready:
-                if now - slot.last_progress > WORKER_START_TIMEOUT_S + timeout:
+                if self._waits_for_capacity(slot, now):
+                    continue  # not a failure
+                if now - slot.last_progress > self.faults.start_timeout_s:
                     logger.warning("worker %d did not start; replacing it", slot.index)
-                    self._replace(slot)
+                    self._replace(slot, "it did not start within faults.start_timeout_s")
                 continue
             # waiting for the store's rate limit is not hanging: only sample calls count
             if slot.sampling and now - slot.last_progress > timeout:
@@ -241,7 +292,40 @@ class WorkerSupervisor:
                     now - slot.last_progress,
                 )
                 self.stats.count("worker/hangs")
-                self._replace(slot)
+                self._replace(slot, "it hung (workers.sample_timeout_s)")
+        self._check_capacity(now)
+
+    def _check_capacity(self, now: float) -> None:
+        """Stop the run when no worker has run for `faults.no_workers_timeout_s`."""
+        if any(slot.ready for slot in self.slots):
+            self._none_running_since = None
+            return
+        if self._none_running_since is None:
+            self._none_running_since = now
+        elif now - self._none_running_since > self.faults.no_workers_timeout_s:
+            raise RunFailedError(
+                f"no rollout worker has run for {now - self._none_running_since:.0f} s "
+                f"(faults.no_workers_timeout_s={self.faults.no_workers_timeout_s:g}): the "
+                f"cluster has no room for one (each asks Ray for "
+                f"{self.settings.cpus_per_worker:g} CPU)"
+            )
+
+    def _waits_for_capacity(self, slot: WorkerSlot, now: float) -> bool:
+        """Whether a worker that has not started waits for capacity (Ray has no process for
+        it: its node was lost); said once per wait."""
+        if now - slot.last_progress < CAPACITY_NOTICE_S or self.placed(slot.handle):
+            return False
+        if not slot.waiting_for_capacity:
+            slot.waiting_for_capacity = True
+            running = sum(other.ready for other in self.slots)
+            logger.warning(
+                "worker %d waits for room on the cluster: training goes on with %d of %d "
+                "workers, and it starts when capacity returns",
+                slot.index,
+                running,
+                len(self.slots),
+            )
+        return True
 
     # ---- weights -----------------------------------------------------------------------------
 

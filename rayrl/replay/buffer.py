@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from rayrl.core import TransitionBatch, TransitionChunk
+from rayrl.files import atomic_path
 from rayrl.replay.sum_tree import SumTree
 
 
@@ -172,9 +173,7 @@ class UniformReplay:
         slots = order % self.capacity
         first_frame = self._chunks[0].first_frame
         frame_ids = np.arange(first_frame, self.frames_written)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
             np.savez(
                 f,
                 frames=self._frames[frame_ids % self.frame_capacity],
@@ -187,7 +186,6 @@ class UniformReplay:
                 extra=self._extra_state(slots),
                 **{f"metadata_{name}": value for name, value in metadata.items()},
             )
-        tmp.replace(path)
 
     def load(self, path: Path) -> dict[str, np.ndarray]:
         """Refill from a file written by `save`, one recorded chunk at a time; returns the

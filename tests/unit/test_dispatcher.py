@@ -71,7 +71,7 @@ class Owner:
     def owns(self, actor_id: str) -> bool:
         return actor_id == self.actor
 
-    def on_died(self, actor_id: str) -> None:
+    def on_died(self, actor_id: str, error: BaseException) -> None:
         self.died.append(actor_id)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from rayrl.contract import StoreKind
 from rayrl.core import EvalResult, NonFiniteSteps, StoreStats
+from rayrl.errors import RunFailedError
 from rayrl.presets import load_config
 from rayrl.recorders import Recorders
 from rayrl.run_policy import StopReason, finish_run, run_until_stopped, stop_reason
@@ -133,3 +134,52 @@ def test_the_final_evaluation_can_reach_the_target(tmp_path, mean):
     result = finish_run(s, run_until_stopped(s, runtime.step), runtime)
     assert result.stop_reason is StopReason.TOTAL_ENV_STEPS
     assert (result.target_reached_s is not None) == (mean >= 475)
+
+
+def raising(error: BaseException):
+    def step(*args) -> None:
+        raise error
+
+    return step
+
+
+def test_a_failure_ends_through_the_policy_with_a_checkpoint_and_status_1(tmp_path):
+    s = session(tmp_path)
+    runtime = Runtime(s)
+    reason = run_until_stopped(s, raising(RunFailedError("the learner could not start: boom")))
+    result = finish_run(s, reason, runtime)
+    assert reason is StopReason.FAILED
+    assert reason.exit_code == 1
+    assert runtime.asked == ["checkpoint(periodic=False)"]  # no evaluation
+    assert result.failure == "the learner could not start: boom"
+
+
+def test_a_bug_ends_the_run_without_a_checkpoint_of_a_state_it_may_have_broken(tmp_path, caplog):
+    s = session(tmp_path)
+    runtime = Runtime(s)
+    reason = run_until_stopped(s, raising(ValueError("shapes (2,) and (3,)\nmismatch")))
+    result = finish_run(s, reason, runtime)
+    assert reason is StopReason.FAILED
+    assert runtime.asked == []
+    assert result.failure == "ValueError: mismatch"
+    assert any(r.exc_info for r in caplog.records)  # a bug keeps its traceback, to report
+    assert "no final checkpoint" in caplog.text
+
+
+def test_a_step_of_the_end_that_fails_does_not_skip_the_next(tmp_path, caplog):
+    s = session(tmp_path, "run.total_env_steps=1000")
+    runtime = Runtime(s)
+    runtime.final_evaluation = raising(RunFailedError("the evaluator failed 6 times"))
+    result = finish_run(s, run_until_stopped(s, runtime.step), runtime)
+    assert result.final_eval is None
+    assert runtime.asked == ["step", "checkpoint(periodic=False)"]
+    assert "no final evaluation: the evaluator failed 6 times" in caplog.text
+
+
+def test_a_second_interrupt_while_the_run_ends_exits_at_once(tmp_path, caplog):
+    s = session(tmp_path)
+    runtime = Runtime(s)
+    runtime.final_checkpoint = raising(KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        finish_run(s, run_until_stopped(s, raising(KeyboardInterrupt())), runtime)
+    assert "interrupted again: exiting now" in caplog.text

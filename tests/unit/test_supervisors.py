@@ -9,16 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from rayrl.config import WorkersConfig
+from rayrl.config import FaultsConfig, WorkersConfig
 from rayrl.contract import StoreKind
 from rayrl.core import ChunkStats, EvalResult, StoreStats
+from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher
 from rayrl.ray.evaluator import EvaluatorSupervisor
 from rayrl.ray.factory import ActorFactory
 from rayrl.ray.learners import CALLS_IN_FLIGHT, LearnerSupervisor
 from rayrl.ray.services import LearnerReport, LearnerStart
 from rayrl.ray.store import StoreSupervisor
-from rayrl.ray.workers import MAX_FAILURES_WITHOUT_PROGRESS, WorkerSupervisor
+from rayrl.ray.workers import CAPACITY_NOTICE_S, WorkerSupervisor
 from rayrl.session import Counters
 from rayrl.stats import RunStats
 from tests.fake_ray import FakeFactory, FakeRay, task_error
@@ -42,6 +43,9 @@ class World:
     num_learners: int = 1
     restore: Path | None = None
     clock: Clock = field(default_factory=Clock)
+    faults: FaultsConfig = field(default_factory=FaultsConfig)
+    unplaced: set = field(default_factory=set)
+    """Names of the fake actors Ray has no process for (they wait for capacity)."""
 
     def __post_init__(self) -> None:
         self.dispatcher = Dispatcher(wait=FakeRay.wait, get=FakeRay.get)
@@ -49,10 +53,22 @@ class World:
         self.factory = FakeFactory(num_learners=self.num_learners)
         self.stats = RunStats(self.num_workers, KIND)
         self.counters = Counters()
+        self.save_failures: list = []
         self.store = StoreSupervisor(
-            self.factory, self.dispatcher, self.deaths, KIND, self.stats, lambda: self.restore
+            self.factory,
+            self.dispatcher,
+            self.deaths,
+            KIND,
+            self.stats,
+            lambda: self.restore,
+            self.faults,
+            on_save_failed=lambda what, error: self.save_failures.append(what),
+            clock=self.clock,
         )
         self.store.start()
+
+    def placed(self, handle) -> bool:
+        return handle.name not in self.unplaced
 
     def pump(self) -> None:
         self.dispatcher.poll(0.0)
@@ -65,11 +81,13 @@ class World:
             self.deaths,
             self.store,
             config,
+            self.faults,
             self.counters,
             self.stats,
             chunk_env_steps=64,
             total_env_steps=total_env_steps,
             clock=self.clock,
+            placed=self.placed,
         )
         supervisor.start()
         return supervisor
@@ -214,20 +232,92 @@ def test_a_hung_worker_is_killed_and_replaced_but_waiting_for_the_store_is_not_h
     assert world.stats.counters["worker/hangs"] == 1
 
 
-def test_a_worker_that_never_delivers_stops_the_run():
-    world = World(num_workers=1)
+def test_a_worker_restarts_with_backoff_until_its_limit_stops_the_run():
+    world = World(num_workers=1, faults=FaultsConfig(worker_restarts=3, restart_backoff_s=2.0))
     workers = world.workers(max_chunks_in_flight=1)
+    slot = workers.slots[0]
 
-    def fail_to_start() -> None:
-        handle = workers.slots[0].handle
+    def die() -> None:
+        handle = slot.handle
         handle.calls_to("__ray_ready__")[0].ref.fail(handle.died())
         world.pump()
 
-    for _ in range(MAX_FAILURES_WITHOUT_PROGRESS - 1):
-        fail_to_start()
-    assert workers.slots[0].incarnation == MAX_FAILURES_WITHOUT_PROGRESS - 1
-    with pytest.raises(RuntimeError, match="failed 5 times in a row"):
-        fail_to_start()
+    die()
+    assert slot.incarnation == 1  # the first restart is immediate
+    die()
+    assert slot.incarnation == 1  # then 2 s, 4 s, ...
+    assert slot.restart_at == 2.0
+    workers.request_chunks()  # no chunk is asked of a slot waiting for its restart
+    world.clock.now = 2.0
+    workers.check_hangs()
+    assert slot.incarnation == 2
+    die()
+    assert slot.restart_at == 2.0 + 4.0
+    world.clock.now = 6.0
+    workers.check_hangs()
+    with pytest.raises(RunFailedError, match="worker 0 failed 4 times within 1800 s"):
+        die()
+
+
+def test_restarts_outside_the_window_do_not_count():
+    faults = FaultsConfig(worker_restarts=1, restart_window_s=100.0)
+    world = World(num_workers=1, faults=faults)
+    workers = world.workers()
+    slot = workers.slots[0]
+    slot.handle.calls_to("__ray_ready__")[0].ref.fail(slot.handle.died())
+    world.pump()
+    world.clock.now = 101.0
+    slot.handle.calls_to("__ray_ready__")[0].ref.fail(slot.handle.died())
+    world.pump()
+    assert slot.incarnation == 2
+
+
+def test_an_error_in_a_workers_constructor_stops_the_run_with_it():
+    world = World(num_workers=1)
+    workers = world.workers()
+    handle = workers.slots[0].handle
+    handle.calls_to("__ray_ready__")[0].ref.fail(
+        handle.failed_to_start("gymnasium.error.Error: no ROM")
+    )
+    with pytest.raises(
+        RunFailedError, match=r"worker 0 could not start: gymnasium\.error\.Error: no ROM"
+    ):
+        world.pump()
+
+
+def test_training_goes_on_with_the_workers_that_remain_when_capacity_is_lost():
+    faults = FaultsConfig(no_workers_timeout_s=600.0, start_timeout_s=100.0)
+    world = World(num_workers=2, faults=faults)
+    workers = world.workers()
+    for slot in workers.slots:
+        slot.handle.calls_to("__ray_ready__")[0].ref.resolve(None)
+    world.pump()
+    lost = workers.slots[1]
+    world.unplaced.add("worker-1.1")  # its node goes away: no room for a replacement
+    assert world.deaths.handle(lost.handle.died())
+    assert lost.incarnation == 1
+    world.clock.now = 1000.0  # far past the start timeout: it waits, it is not replaced
+    workers.check_hangs()
+    assert lost.incarnation == 1
+    assert lost.waiting_for_capacity
+    workers.request_chunks()
+    assert len(workers.slots[0].handle.calls_to("sample")) == 2  # worker 0 goes on
+    lost.handle.calls_to("__ray_ready__")[0].ref.resolve(None)  # capacity is back
+    world.pump()
+    assert lost.ready
+    assert not lost.waiting_for_capacity
+
+
+def test_the_run_stops_when_no_worker_has_run_for_the_configured_time():
+    faults = FaultsConfig(no_workers_timeout_s=600.0)
+    world = World(num_workers=1, faults=faults)
+    workers = world.workers()
+    world.unplaced.add("worker-0.0")
+    world.clock.now = CAPACITY_NOTICE_S + 1
+    workers.check_hangs()
+    world.clock.now = 700.0
+    with pytest.raises(RunFailedError, match="no rollout worker has run for"):
+        workers.check_hangs()
 
 
 def test_no_worker_is_replaced_once_the_run_is_ending():
@@ -271,6 +361,7 @@ class Learners:
     published: list = field(default_factory=list)
     placements: list = field(default_factory=list)
     restore_state: dict | None = None
+    experience_at: float = 0.0
 
     def __post_init__(self) -> None:
         world = self.world
@@ -279,6 +370,7 @@ class Learners:
             world.dispatcher,
             world.deaths,
             world.store,
+            world.faults,
             world.counters,
             world.stats,
             sync_interval=20,
@@ -287,6 +379,9 @@ class Learners:
                 (info, version, rollback)
             ),
             on_placement=self.placements.append,
+            experience_at=lambda: self.experience_at,
+            clock=world.clock,
+            placed=world.placed,
         )
 
 
@@ -359,6 +454,49 @@ def test_learners_sample_from_a_recreated_store():
     assert world.stats.counters["learner/restarts"] == 0
 
 
+def test_an_error_in_the_learners_constructor_stops_the_run_with_it():
+    world = World()
+    supervisor = Learners(world).supervisor
+    supervisor.start(LearnerStart())
+    learner = supervisor.first
+    error = learner.failed_to_start("KeyError: 'optimizer'")
+    learner.calls_to("placement")[0].ref.fail(error)
+    with pytest.raises(RunFailedError, match="the learner could not start: KeyError: 'optimizer'"):
+        world.pump()
+    assert learner.killed
+    assert not supervisor.handles
+
+
+def test_a_learner_that_ray_cannot_place_stops_the_run_in_bounded_time():
+    world = World(faults=FaultsConfig(start_timeout_s=300.0))
+    supervisor = Learners(world).supervisor
+    supervisor.start(LearnerStart())
+    world.unplaced.add(supervisor.first.name)  # no node has the GPU it asks for
+    world.clock.now = 299.0
+    supervisor.watch()
+    world.clock.now = 301.0
+    with pytest.raises(RunFailedError, match=r"learner\.num_gpus=0"):
+        supervisor.watch()
+
+
+def test_a_learner_is_hung_only_when_no_experience_arrives_either():
+    world = World(faults=FaultsConfig(call_timeout_s=100.0))
+    learners = Learners(world)
+    supervisor = learners.supervisor
+    supervisor.start(LearnerStart())
+    supervisor.first.calls_to("placement")[0].ref.resolve({"node_id": "n", "device": "cpu"})
+    world.pump()
+    supervisor.request_updates()
+    world.clock.now = 150.0
+    learners.experience_at = 120.0  # it waits for experience that is arriving: not hung
+    supervisor.watch()
+    assert supervisor.incarnation == 0
+    world.clock.now = 221.0  # nothing returned and nothing arrived for 101 s
+    supervisor.watch()
+    assert supervisor.incarnation == 1
+    assert world.stats.counters["learner/hangs"] == 1
+
+
 def test_an_error_in_the_update_itself_stops_the_run():
     world = World()
     supervisor = Learners(world).supervisor
@@ -395,12 +533,51 @@ def test_a_recreated_store_is_refilled_from_the_saved_buffer(tmp_path):
     assert world.store.incarnation == 1
 
 
+def test_an_unanswered_figures_call_replaces_a_hung_store():
+    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    world.store.refresh_stats()
+    old = world.store.handle
+    world.clock.now = 59.0
+    world.store.watch()
+    assert world.store.handle is old
+    world.clock.now = 61.0
+    world.store.watch()
+    assert old.killed
+    assert world.store.incarnation == 1
+    assert world.stats.counters["replay/hangs"] == 1
+
+
+def test_an_error_in_the_stores_constructor_stops_the_run_with_it():
+    world = World()
+    world.store.refresh_stats()
+    old = world.store.handle
+    error = old.failed_to_start("ValueError: replay.npz holds 10 transitions of shape (4,)")
+    old.calls_to("stats")[0].ref.fail(error)
+    with pytest.raises(RunFailedError, match="the replay actor could not start: ValueError"):
+        world.pump()
+
+
+def test_a_failed_save_is_a_storage_error():
+    world = World()
+    world.store.save(Path("replay.npz"))
+    world.store.handle.calls_to("save")[0].ref.fail(task_error("[Errno 28] No space left"))
+    world.pump()
+    assert world.save_failures == ["the replay to replay.npz"]
+    assert not world.store.saving
+
+
 # ---- evaluator -------------------------------------------------------------------------------
 
 
 def evaluator(world: World, timeout_s: float = 30.0) -> EvaluatorSupervisor:
     supervisor = EvaluatorSupervisor(
-        world.factory, world.dispatcher, world.deaths, world.stats, timeout_s, clock=world.clock
+        world.factory,
+        world.dispatcher,
+        world.deaths,
+        world.stats,
+        timeout_s,
+        world.faults,
+        clock=world.clock,
     )
     supervisor.start()
     return supervisor
