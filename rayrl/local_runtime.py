@@ -142,7 +142,7 @@ class LocalRuntime:
         if self.persist and not best:
             path = self.session.run_dir.replay_path
             save = functools.partial(as_persistent(self.store).save, path)
-            self.session.storage.write(f"the replay to {path}", save)
+            self.session.storage.write("replay", f"the replay to {path}", save)
         self.session.save_checkpoint(
             self.learner.state_dict(), self.learner.get_weights(), best=best, periodic=periodic
         )

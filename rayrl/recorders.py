@@ -7,6 +7,7 @@ process records; workers and learner send their numbers to it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import netrc
 import os
@@ -51,7 +52,8 @@ class JsonlRecorder:
     def record(self, metrics: Mapping[str, float], env_steps: int) -> None:
         row = {"env_steps": env_steps, "time_s": round(time.perf_counter() - self._start, 3)}
         line = json_line({**row, **metrics})
-        self.storage.write(f"a line of {self.path.name}", lambda: append_line(self.path, line))
+        append = functools.partial(append_line, self.path, line)
+        self.storage.write("metrics", f"a line of {self.path.name}", append)
 
     def close(self, exit_code: int = 0) -> None:
         pass  # every line is written when recorded

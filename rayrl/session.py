@@ -148,13 +148,12 @@ class TrainingSession:
         if result.video is not None:
             path = self.run_dir.video_path(env_steps)
             save = functools.partial(self.run_dir.save_video, result.video, path)
-            if self.storage.write(f"the video {path.name}", save):
+            if self.storage.write("videos", f"the video {path.name}", save):
                 self.recorders.record_video(path, env_steps)
         record = {"env_steps": env_steps, "wall_s": round(self.wall_s, 3), **metrics}
         self.evaluations.append(record)
-        self.storage.write(
-            "a line of eval.jsonl", functools.partial(self.run_dir.append_eval, record)
-        )
+        append = functools.partial(self.run_dir.append_eval, record)
+        self.storage.write("evaluations", "a line of eval.jsonl", append)
         target = self.config.run.target_return
         if target is not None and result.mean >= target and self.target_reached_s is None:
             self.target_reached_s = self.wall_s
@@ -199,7 +198,9 @@ class TrainingSession:
             path
             for path in targets
             if self.storage.write(
-                f"the checkpoint {path.name}", functools.partial(save_checkpoint, path, **payload)
+                "checkpoints",
+                f"the checkpoint {path.name}",
+                functools.partial(save_checkpoint, path, **payload),
             )
         ]
         if periodic and len(saved) == len(targets):

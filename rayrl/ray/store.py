@@ -39,11 +39,11 @@ class StoreSupervisor:
         stats: RunStats,
         restore_from: Callable[[], Path | None],
         faults: FaultsConfig,
-        on_save_failed: Callable[[str, BaseException], None],
+        on_save_failed: Callable[[str, str, BaseException], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`restore_from()` names the saved buffer to refill a new actor from, or None;
-        `on_save_failed(what, error)` hears of a save that failed (a storage error)."""
+        `on_save_failed(kind, what, error)` hears of a save that failed (a storage error)."""
         self.factory = factory
         self.dispatcher = dispatcher
         self.deaths = deaths
@@ -179,7 +179,8 @@ class StoreSupervisor:
         def failed(error: BaseException) -> None:
             self._saves_pending -= 1
             if not self.deaths.handle(error):
-                self.on_save_failed(f"the {self.kind.namespace} to {path}", error)
+                what = f"the {self.kind.namespace} to {path}"
+                self.on_save_failed(self.kind.namespace, what, error)
 
         self.dispatcher.submit(self.handle.save.remote(path), saved, failed, self.life)
 

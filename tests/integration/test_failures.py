@@ -1,15 +1,23 @@
-"""Failures that must not lose a run: real faults in real runs (Ray runtime)."""
+"""Failures that must not lose a run: real faults in real runs (Ray runtime unless said),
+with real processes, a real file-size limit and real Ray nodes removed."""
 
 from __future__ import annotations
 
 import json
+import logging
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 import rayrl
-from rayrl.checkpoint import load_checkpoint, policy_of
+from rayrl.checkpoint import load_checkpoint, policy_of, save_checkpoint
 from rayrl.cli import main
 from rayrl.run_policy import StopReason
 from rayrl.rundir import RunDirectory
@@ -77,3 +85,117 @@ def test_the_cli_exits_with_status_1_when_losses_stay_non_finite(tmp_path):
     )
     assert result.exit_code == 1, result.output
     assert "stopped: non-finite losses" in result.output
+
+
+@pytest.mark.timeout(300)
+def test_a_learner_that_fails_at_every_start_ends_the_run_at_once(ray_cluster, tiny):
+    """A checkpoint whose learner state no longer loads (from an incompatible version): the
+    learner's constructor raises. It would at every restore, so the run stops at once with
+    the constructor's own error, status 1, and the checkpoint it could not load untouched."""
+    finished = rayrl.train("cartpole_dqn", overrides=tiny)
+    run = RunDirectory(finished.run_dir)
+    payload = load_checkpoint(run.latest_checkpoint)
+    del payload["learner"]["optimizer"]
+    save_checkpoint(run.latest_checkpoint, **{k: payload[k] for k in SAVED_FIELDS})
+    saved = run.latest_checkpoint.read_bytes()
+
+    started = time.monotonic()
+    result = rayrl.train(resume=run.root, overrides=["run.total_env_steps=8192"])
+    assert time.monotonic() - started < 120
+    assert result.stop_reason is StopReason.FAILED
+    assert result.stop_reason.exit_code == 1
+    assert result.failure == "the learner could not start: KeyError: 'optimizer'"
+    assert run.latest_checkpoint.read_bytes() == saved
+
+
+SAVED_FIELDS = ("algorithm", "learner", "policy", "counters", "config")
+
+
+@pytest.mark.timeout(300)
+def test_training_goes_on_with_fewer_workers_when_a_node_is_lost(
+    ray_cluster, tiny, tmp_path, caplog
+):
+    """Five workers need a third node; it is removed mid-run (its workers die with it and
+    their replacements find no room), then a node comes back: training never stops, the
+    waiting workers start on the new node, and the run ends on its time budget."""
+    cluster, _ = ray_cluster
+    extra = cluster.add_node(num_cpus=2, object_store_memory=200 * 2**20)
+    cluster.wait_for_nodes()
+    results = []
+    overrides = [
+        *tiny,
+        "run.name=lose-a-node",
+        "workers.num_workers=5",
+        "workers.envs_per_worker=1",
+        "run.total_env_steps=10000000",
+        "run.time_budget_s=100",
+        "logging.log_interval_s=1",
+    ]
+    # the run in a thread: Ray's nodes are added and removed from the main thread only
+    training = threading.Thread(
+        target=lambda: results.append(rayrl.train("cartpole_dqn", overrides=overrides))
+    )
+    metrics = tmp_path / "runs" / "lose-a-node" / "metrics.jsonl"  # under tiny's runs_dir
+    added = None
+    with caplog.at_level(logging.INFO, logger="rayrl.ray"):
+        training.start()
+        try:
+            while not (metrics.is_file() and metrics.read_text().count("\n") >= 3):
+                assert training.is_alive()
+                time.sleep(0.5)
+            at_loss = json.loads(metrics.read_text().splitlines()[-1])["env_steps"]
+            cluster.remove_node(extra)
+            time.sleep(45)  # past the 30 s after which a worker with no room is said to wait
+            added = cluster.add_node(num_cpus=2, object_store_memory=200 * 2**20)
+        finally:
+            training.join(timeout=150)  # the run ends on its time budget
+            if added is not None:
+                cluster.remove_node(added)
+    (result,) = results
+    assert result.stop_reason is StopReason.TIME_BUDGET
+    assert result.counters.env_steps > at_loss + 2000
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("died; replacing it" in m for m in messages)
+    assert any("waits for room on the cluster" in m for m in messages)
+    assert any(m.startswith("worker") and "workers running" in m for m in messages)
+
+
+def test_a_run_directory_that_fills_up_stops_the_run_keeping_what_was_saved(tmp_path):
+    """A real file-size limit (RLIMIT_FSIZE, as a full disk or a quota): checkpoints still
+    fit, the saved replay outgrows it. Each failed save is retried and counted; three in a
+    row stop the run with status 1 and the cause in one line; every checkpoint on disk
+    loads, the last replay that fitted is intact, no temporary file is left, and the
+    metrics files hold whole lines."""
+
+    def limit_file_size() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit raises EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, 1_000_000))
+
+    command = [sys.executable, "-m", "rayrl", "train", "--runtime", "local"]
+    for override in (
+        "logging.console=false",
+        f"run.runs_dir={tmp_path}",
+        "run.name=full",
+        "run.total_env_steps=100000",
+        "run.target_return=null",
+        "run.checkpoint_interval_env_steps=4000",
+        "algorithm.replay.save_with_checkpoint=true",
+    ):
+        command += ["--set", override]
+    done = subprocess.run(
+        command, preexec_fn=limit_file_size, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 1, done.stderr
+    assert "stopped: failed (3 writes of the replay failed in a row" in done.stdout
+    assert "File too large" in done.stdout
+    run = RunDirectory(tmp_path / "full")
+    checkpoints = [run.latest_checkpoint, run.best_checkpoint, *run.periodic_checkpoints()]
+    for path in checkpoints:
+        load_checkpoint(path)
+    last = load_checkpoint(run.latest_checkpoint)["counters"]["env_steps"]
+    assert last > 20_000  # the final checkpoint was written after the failed replay
+    np.load(run.replay_path)["frames"]  # the last one that fitted
+    assert not list(tmp_path.rglob("*.tmp"))
+    for path in (run.metrics_path, run.eval_path):
+        for line in path.read_text().splitlines():
+            strict_json(line)

@@ -28,20 +28,24 @@ class Flaky:
 
 def test_a_write_is_retried_and_a_success_resets_the_count():
     storage = Storage(max_errors=3, sleep=lambda s: None)
-    assert not storage.write("metrics", Flaky(ATTEMPTS))
-    assert storage.errors_in_a_row == 1
+    assert not storage.write("metrics", "a line", Flaky(ATTEMPTS))
+    assert storage.errors_in_a_row == {"metrics": 1}
     flaky = Flaky(ATTEMPTS - 1)
-    assert storage.write("metrics", flaky)
+    assert storage.write("metrics", "a line", flaky)
     assert flaky.calls == ATTEMPTS
-    assert storage.errors_in_a_row == 0
+    assert storage.errors_in_a_row == {"metrics": 0}
     assert storage.errors == 1
 
 
-def test_failed_writes_in_a_row_stop_the_run_naming_the_last():
+def test_failed_writes_of_one_kind_in_a_row_stop_the_run_naming_the_last():
     storage = Storage(max_errors=2, sleep=lambda s: None)
-    assert not storage.write("a line of metrics.jsonl", Flaky(99))
-    with pytest.raises(RunFailedError, match=r"2 writes .* the checkpoint latest\.pt: .*No space"):
-        storage.write("the checkpoint latest.pt", Flaky(99))
+    assert not storage.write("checkpoints", "the checkpoint step_1.pt", Flaky(99))
+    # metrics lines that still fit do not hide checkpoints that no longer do
+    assert storage.write("metrics", "a line of metrics.jsonl", Flaky(0))
+    with pytest.raises(
+        RunFailedError, match=r"2 writes of the checkpoints .* latest\.pt: .*No space"
+    ):
+        storage.write("checkpoints", "the checkpoint latest.pt", Flaky(99))
 
 
 def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):

@@ -62,7 +62,7 @@ class World:
             self.stats,
             lambda: self.restore,
             self.faults,
-            on_save_failed=lambda what, error: self.save_failures.append(what),
+            on_save_failed=lambda kind, what, error: self.save_failures.append(what),
             clock=self.clock,
         )
         self.store.start()
