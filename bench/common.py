@@ -1,11 +1,12 @@
 """Helpers shared by the benchmarks: medians with ranges, resident memory, Atari-shaped
-chunks, and reading a run's metrics."""
+chunks, reading a run's metrics, and finding a run's processes by role."""
 
 from __future__ import annotations
 
 import json
 import os
 import statistics
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -85,3 +86,33 @@ def machine() -> str:
 
     cpus = os.cpu_count()
     return f"{cpus} CPUs, no GPU, torch {torch.__version__}, ray {ray.__version__}"
+
+
+ROLES = (
+    "RolloutWorker",
+    "LearnerService",
+    "ExperienceService",
+    "Evaluator",
+    "raylet",
+    "gcs_server",
+)
+
+
+def run_processes(ray_tmp: Path, driver: int) -> dict[str, list[int]]:
+    """Role -> pids of the processes of the run (the driver and its Ray)."""
+    found: dict[str, list[int]] = defaultdict(list)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            environ = (entry / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        pid = int(entry.name)
+        if pid == driver:
+            found["driver"].append(pid)
+        elif str(ray_tmp) in cmdline or f"RAY_TMPDIR={ray_tmp}" in environ:
+            role = next((r for r in ROLES if r in cmdline), "other ray")
+            found[role].append(pid)
+    return found

@@ -19,39 +19,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
-from common import machine, rss_bytes
-
-ROLES = (
-    "RolloutWorker",
-    "LearnerService",
-    "ExperienceService",
-    "Evaluator",
-    "raylet",
-    "gcs_server",
-)
-
-
-def run_processes(ray_tmp: Path, driver: int) -> dict[str, list[int]]:
-    """Role -> pids of the processes of the run (the driver and its Ray)."""
-    found: dict[str, list[int]] = defaultdict(list)
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            environ = (entry / "environ").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        pid = int(entry.name)
-        if pid == driver:
-            found["driver"].append(pid)
-        elif str(ray_tmp) in cmdline or f"RAY_TMPDIR={ray_tmp}" in environ:
-            role = next((r for r in ROLES if r in cmdline), "other ray")
-            found[role].append(pid)
-    return found
+from common import machine, rss_bytes, run_processes
 
 
 def main() -> None:

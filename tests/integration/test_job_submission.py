@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.processes import wait_gone
 
@@ -157,3 +158,47 @@ def test_submitted_training_job_runs_to_its_final_evaluation(ray_head, tmp_path)
     # the run went where it was told to, with its checkpoint and metrics
     assert (tmp_path / "job" / "checkpoints" / "latest.pt").is_file()
     assert (tmp_path / "job" / "metrics.jsonl").is_file()
+
+
+@pytest.mark.timeout(300)
+def test_ray_job_stop_with_its_defaults_ends_the_run_with_a_final_checkpoint(ray_head, tmp_path):
+    """`ray job stop` as users type it: SIGTERM, and a kill after the wait the job's
+    runtime env (cluster/runtime_env.yaml) sets. rayrl ends in that time: the final
+    checkpoint is written after the periodic ones, and nothing is left half-written."""
+    job_id = f"rayrl-stop-{uuid.uuid4().hex[:8]}"
+    run(
+        [
+            "ray", "job", "submit",
+            "--working-dir", ".",
+            "--runtime-env", "cluster/runtime_env.yaml",
+            "--submission-id", job_id,
+            "--no-wait",
+            "--",
+            "python", "-m", "rayrl", "train",
+            "--set", "logging.console=false",
+            "--set", f"run.runs_dir={tmp_path}",
+            "--set", "run.name=stopped",
+            "--set", "run.total_env_steps=10000000",
+            "--set", "run.target_return=null",
+            "--set", "run.checkpoint_interval_env_steps=2048",
+            "--set", "algorithm.replay.min_size=256",
+            "--set", "algorithm.replay.save_with_checkpoint=true",
+        ],
+        ray_head,
+    )  # fmt: skip
+    checkpoints = tmp_path / "stopped" / "checkpoints"
+    deadline = time.monotonic() + 180
+    while not list(checkpoints.glob("step_*.pt")):
+        assert time.monotonic() < deadline, run(["ray", "job", "logs", job_id], ray_head)
+        time.sleep(1)
+    time.sleep(3)  # past the periodic checkpoint
+    run(["ray", "job", "stop", job_id], ray_head)
+    status = wait_for_job(job_id, ray_head, timeout_s=150)
+    logs = run(["ray", "job", "logs", job_id], ray_head)
+    assert status == "STOPPED", logs
+    assert "stopped: interrupted" in logs  # it ended itself, not killed
+    periodic = max(int(p.stem.split("_")[1]) for p in checkpoints.glob("step_*.pt"))
+    final = torch.load(checkpoints / "latest.pt", weights_only=True)["counters"]
+    assert final["env_steps"] > periodic
+    assert (checkpoints / "replay.npz").is_file()
+    assert not list(tmp_path.rglob("*.tmp"))
