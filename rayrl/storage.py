@@ -69,11 +69,12 @@ class Storage:
                 f"{in_a_row} writes of the {kind} failed in a row "
                 f"(faults.max_storage_errors={self.max_errors}); the last, {what}: {cause}"
             )
+        stops = "" if self.gave_up else f"; the run stops at {self.max_errors}"
         logger.error(
-            "could not write %s: %s (%d failed write(s) of the %s in a row; the run stops at %d)",
+            "could not write %s: %s (%d failed write(s) of the %s in a row%s)",
             what,
             cause,
             in_a_row,
             kind,
-            self.max_errors,
+            stops,
         )

@@ -142,7 +142,11 @@ class StoreSupervisor:
                 self._restart()
             return
         asking = self._stats_life is not None and self._stats_life.alive
-        if asking and not self.stopped and now - self._stats_asked_at > self.faults.call_timeout_s:
+        if self.saving:  # a save holds the store's lock: its figures wait, it is not hung
+            self._stats_asked_at = now
+        elif (
+            asking and not self.stopped and now - self._stats_asked_at > self.faults.call_timeout_s
+        ):
             self.stats.count(f"{self.kind.namespace}/hangs")
             self._replace(f"did not answer for {now - self._stats_asked_at:.0f} s (hung)")
 

@@ -547,6 +547,20 @@ def test_an_unanswered_figures_call_replaces_a_hung_store():
     assert world.stats.counters["replay/hangs"] == 1
 
 
+def test_a_store_writing_its_buffer_is_not_hung():
+    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    world.store.save(Path("replay.npz"))
+    world.store.refresh_stats()  # waits behind the save, which holds the store's lock
+    world.clock.now = 100.0
+    world.store.watch()
+    assert world.store.incarnation == 0
+    world.store.handle.calls_to("save")[0].ref.resolve(5)
+    world.pump()
+    world.clock.now = 161.0
+    world.store.watch()
+    assert world.store.incarnation == 1
+
+
 def test_an_error_in_the_stores_constructor_stops_the_run_with_it():
     world = World()
     world.store.refresh_stats()
