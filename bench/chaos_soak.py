@@ -67,14 +67,22 @@ def start_run(workdir: Path, ray_tmp: Path, seconds: float, capacity: int) -> su
     )
 
 
+def training_rows(run: Path) -> list[dict]:
+    """The training metrics rows of `metrics.jsonl` (evaluations are recorded there too)."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [row for row in rows if "learner/updates" in row]
+
+
 def check_run(run: Path) -> list[str]:
     """What does not agree at the end of the run (empty when everything does)."""
     problems = []
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = training_rows(run)
     steps = [row["env_steps"] for row in rows]
     if steps != sorted(steps):
         problems.append("metrics.jsonl env steps go back")
-    evals = [json.loads(line)["env_steps"] for line in (run / "eval.jsonl").read_text().split()]
+    evals = [
+        json.loads(line)["env_steps"] for line in (run / "eval.jsonl").read_text().splitlines()
+    ]
     if len(evals) != len(set(evals)):
         problems.append("an evaluation appears twice in eval.jsonl")
     checkpoints = sorted((run / "checkpoints").glob("*.pt"))
@@ -121,8 +129,10 @@ def main() -> None:
         next_fault = time.monotonic() + rng.uniform(30, 90)
     output = proc.stdout.read()
     shutil.rmtree(ray_tmp, ignore_errors=True)
+    (workdir / "output.log").write_text(output)
+    print(f"the run's output: {workdir / 'output.log'}")
     run = workdir / "runs" / "chaos"
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = training_rows(run)
     last = rows[-1]
     rolled_back = sum(
         max(0.0, a["learner/updates"] - b["learner/updates"]) for a, b in itertools.pairwise(rows)
@@ -158,7 +168,6 @@ def main() -> None:
         f"  resident memory of all processes: {third / 2**20:,.0f} MB at a third of the run, "
         f"{memory[-2][1] / 2**20:,.0f} MB at the end ({(memory[-2][1] - third) / third:+.1%})"
     )
-    shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

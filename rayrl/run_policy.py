@@ -203,6 +203,7 @@ def _end(session: TrainingSession, reason: StopReason, end: RunEnd) -> EvalResul
 
 def _logged(what: str, action: Callable[[], T]) -> T | None:
     """`action()`, or None with `what` and the error logged in one line when it fails."""
+    logger.info("ending the run: %s", what.removeprefix("no "))
     try:
         return action()
     except Exception as error:
