@@ -120,7 +120,7 @@ class TrainingSession:
         metrics = self.stats.interval_metrics(store)
         metrics["learner/updates"] = float(self.counters.updates)  # the run's, across resumes
         metrics["run/wall_s"] = self.counters.elapsed_s + self.wall_s
-        metrics["storage/errors"] = float(self.storage.errors)
+        metrics["run/storage_errors"] = float(self.storage.errors)
         self.recorders.record(metrics, self.counters.env_steps)
 
     def eval_started(self) -> None:

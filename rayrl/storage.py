@@ -36,7 +36,7 @@ class Storage:
         self.errors_in_a_row: dict[str, int] = {}
         """Failed writes in a row, by kind."""
         self.errors = 0
-        """Failed writes in this segment (the `storage/errors` metric)."""
+        """Failed writes in this segment (the `run/storage_errors` metric)."""
         self.gave_up = False
         """The run was stopped for failed writes."""
 

@@ -46,6 +46,10 @@ def test_nan_rewards_stop_the_run_with_the_finite_checkpoints_kept(ray_cluster, 
             "env.id=tests.fake_envs:NanRewardCartPole-v0",
             f"run.total_env_steps={budget}",
             "run.keep_checkpoints=2",
+            # several periodic checkpoints before the stop, however loaded the machine: a
+            # checkpoint's state call waits behind the learner's train calls in flight
+            "run.checkpoint_interval_env_steps=256",
+            "learner.sync_interval=5",
             "learner.max_nonfinite_steps=10",
         ],
     )
