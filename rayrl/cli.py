@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -111,10 +110,12 @@ def train(
 ) -> None:
     """Train an agent (default: DQN on CartPole with the Ray runtime)."""
     started_at = time.time()
-    # `kill`, `ray job stop` and Kubernetes stop a process with SIGTERM: treat it like
-    # Ctrl-C (stop sampling, final checkpoint, W&B closed) rather than dying mid-write
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
     from rayrl.api import train as run_training
+    from rayrl.run_policy import handle_interrupts
+
+    # Ctrl-C, `kill`, `ray job stop` and Kubernetes: stop sampling, final checkpoint, W&B
+    # closed, rather than dying mid-write
+    handle_interrupts()
 
     if resume is not None and config is not None:
         raise UserError("--resume continues a run with its saved config; drop --config")
@@ -129,8 +130,8 @@ def train(
             dashboard=dashboard,
             started_at=started_at,
         )
-    except KeyboardInterrupt:  # a second interrupt while the run ended: exit at once
-        click.echo("stopped: interrupted twice, without the final checkpoint", err=True)
+    except KeyboardInterrupt:  # while it started, or a second one while it ended: at once
+        click.echo("stopped: interrupted, without a final checkpoint", err=True)
         sys.exit(EXIT_INTERRUPTED)
     counters = result.counters
     click.echo("")

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import enum
 import logging
+import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +87,8 @@ class TrainResult:
 
 def stop_reason(session: TrainingSession) -> StopReason | None:
     """Why the run must stop now, or None to go on."""
+    if _interrupted.is_set():  # a signal whose KeyboardInterrupt was swallowed
+        return StopReason.INTERRUPTED
     run = session.config.run
     nonfinite = session.stats.nonfinite.in_a_row
     if nonfinite >= session.config.learner.max_nonfinite_steps:
@@ -107,6 +111,32 @@ def stop_reason(session: TrainingSession) -> StopReason | None:
     return None
 
 
+_interrupted = threading.Event()
+
+
+def handle_interrupts() -> None:
+    """Make SIGINT and SIGTERM stop the run (the CLI's: `kill`, `ray job stop` and
+    Kubernetes send SIGTERM). Each raises `KeyboardInterrupt`, which wakes the loop from
+    any blocking call; the first also sets a flag that the loop checks every round, so an
+    interrupt that a library swallows still stops the run. Installed explicitly, also over
+    an inherited "ignore" (a process started in the background of a script)."""
+    _interrupted.clear()
+    signal.signal(signal.SIGINT, _on_interrupt)
+    signal.signal(signal.SIGTERM, _on_interrupt)
+
+
+def _on_interrupt(signum: int, frame: object) -> None:
+    _interrupted.set()
+    raise KeyboardInterrupt
+
+
+def _log_interrupt() -> None:
+    logger.warning(
+        "interrupted: stopping and writing a final checkpoint (interrupt again to exit at "
+        "once, keeping the checkpoints written before)"
+    )
+
+
 def run_until_stopped(
     session: TrainingSession,
     step: Callable[[], None],
@@ -119,12 +149,11 @@ def run_until_stopped(
         start()
         while (reason := stop_reason(session)) is None:
             step()
+        if reason is StopReason.INTERRUPTED:
+            _log_interrupt()
         return reason
     except KeyboardInterrupt:
-        logger.warning(
-            "interrupted: stopping and writing a final checkpoint (interrupt again to exit at "
-            "once, keeping the checkpoints written before)"
-        )
+        _log_interrupt()
         return StopReason.INTERRUPTED
     except Exception as error:
         session.failure = failure_of(error)

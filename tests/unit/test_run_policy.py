@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import numpy as np
 import pytest
 
+from rayrl import run_policy
 from rayrl.contract import StoreKind
 from rayrl.core import EvalResult, NonFiniteSteps, StoreStats
 from rayrl.errors import RunFailedError
 from rayrl.presets import load_config
 from rayrl.recorders import Recorders
-from rayrl.run_policy import StopReason, finish_run, run_until_stopped, stop_reason
+from rayrl.run_policy import (
+    StopReason,
+    finish_run,
+    handle_interrupts,
+    run_until_stopped,
+    stop_reason,
+)
 from rayrl.rundir import RunDirectory
 from rayrl.session import Counters, TrainingSession
 
@@ -183,3 +192,29 @@ def test_a_second_interrupt_while_the_run_ends_exits_at_once(tmp_path, caplog):
     with pytest.raises(KeyboardInterrupt):
         finish_run(s, run_until_stopped(s, raising(KeyboardInterrupt())), runtime)
     assert "interrupted again: exiting now" in caplog.text
+
+
+def test_an_interrupt_that_a_library_swallows_still_stops_the_run(tmp_path):
+    """The CLI's handler raises KeyboardInterrupt and sets a flag the loop checks: a
+    library that catches the exception (in a blocking call) cannot keep the run going."""
+    s = session(tmp_path)
+    runtime = Runtime(s)
+    previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+
+    def swallowing_step() -> None:
+        runtime.step()
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs here
+        except KeyboardInterrupt:
+            pass
+
+    handle_interrupts()
+    try:
+        reason = run_until_stopped(s, swallowing_step)
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+        run_policy._interrupted.clear()
+    assert reason is StopReason.INTERRUPTED
+    assert runtime.asked == ["step"]
