@@ -40,6 +40,7 @@ class LocalRuntime:
         torch.set_num_threads(config.learner.num_threads)
         self.config = config
         self.session = session
+        session.stats.phase_done("setup")
         algorithm = ALGORITHMS[config.algorithm.name]
         self.workers = [
             RolloutWorker(config.env, config.workers, config.algorithm, config.run.seed, i)
@@ -51,6 +52,7 @@ class LocalRuntime:
             config.env, config.algorithm, config.run.eval_episodes, config.run.seed
         )
         self.store = algorithm.family.make_store(algorithm.family.store_settings(config, spec))
+        session.stats.phase_done("actors")  # the parts the Ray runtime makes actors of
         self.persist = algorithm.family.persists(config.algorithm)
         replay_path = session.run_dir.replay_path
         if resume is not None:

@@ -75,7 +75,8 @@ class TrainingSession:
         self.recorders = recorders
         self.counters = counters
         self.started_at = started_at
-        self.stats = RunStats(config.workers.num_workers, store)
+        self.stats = RunStats(config.workers.num_workers, store, started_at)
+        self._startup_recorded = False
         run = config.run
         self.next_eval = (counters.env_steps // run.eval_interval_env_steps + 1) * (
             run.eval_interval_env_steps
@@ -121,6 +122,10 @@ class TrainingSession:
         metrics["learner/updates"] = float(self.counters.updates)  # the run's, across resumes
         metrics["run/wall_s"] = self.counters.elapsed_s + self.wall_s
         metrics["run/storage_errors"] = float(self.storage.errors)
+        startup = self.stats.startup()
+        if startup and not self._startup_recorded:  # once, in the first row after it
+            self._startup_recorded = True
+            metrics.update({f"startup/{key}_s": value for key, value in startup.items()})
         self.recorders.record(metrics, self.counters.env_steps)
 
     def eval_started(self) -> None:

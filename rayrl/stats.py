@@ -30,9 +30,22 @@ class WorkerTotals:
     recent_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
 
 
+STARTUP_PHASES = ("setup", "ray", "actors", "first_chunk")
+"""How a run's start-up splits, in order: the command's own set-up (imports, config, run
+directory, recorders), Ray's start or connection, the actors' creation (until the first
+rollout worker has built its env and policy), and the first chunk of experience (its env
+steps, and its way back to the driver). A phase a runtime does not have (the local runtime
+starts no Ray) takes no time."""
+
+
 class RunStats:
-    def __init__(self, num_workers: int, store: StoreKind) -> None:
+    def __init__(self, num_workers: int, store: StoreKind, started_at: float | None = None) -> None:
+        """`started_at` is the `time.time()` at which the command started (start-up is
+        measured from it)."""
         self.started = time.perf_counter()
+        self.started_at = time.time() if started_at is None else started_at
+        self.phase_ends: dict[str, float] = {}
+        """Start-up phase -> `time.time()` at its end (`STARTUP_PHASES`)."""
         self.store = store
         """The experience store's kind: its metrics go under `store.namespace`."""
         self.workers: dict[int, WorkerTotals] = defaultdict(WorkerTotals)
@@ -74,8 +87,33 @@ class RunStats:
     def elapsed_s(self) -> float:
         return time.perf_counter() - self.started
 
+    def phase_done(self, phase: str) -> None:
+        """A start-up phase ended now (only its first end counts: a restarted worker's
+        start is not start-up)."""
+        assert phase in STARTUP_PHASES, phase
+        self.phase_ends.setdefault(phase, time.time())
+
+    @property
+    def started_up(self) -> bool:
+        """The first chunk has arrived."""
+        return "first_chunk" in self.phase_ends
+
+    def startup(self) -> dict[str, float]:
+        """Seconds of each start-up phase, and `total` (command start to the first chunk),
+        once the first chunk has arrived; {} before."""
+        if not self.started_up:
+            return {}
+        seconds, previous = {}, self.started_at
+        for phase in STARTUP_PHASES:
+            end = max(previous, self.phase_ends.get(phase, previous))
+            seconds[phase] = end - previous
+            previous = end
+        seconds["total"] = previous - self.started_at
+        return seconds
+
     def add_chunk(self, stats: ChunkStats, learner_version: int) -> None:
         """A delivered chunk; `learner_version` is the learner's latest publication."""
+        self.phase_done("first_chunk")
         worker = self.workers[stats.worker_index]
         worker.env_steps += stats.env_steps
         worker.episodes += len(stats.episode_returns)
@@ -192,13 +230,24 @@ class RunStats:
             latencies = 1000 * np.array(self.sync_latencies)
             figures["sync_latency_ms_p50"] = float(np.median(latencies))
             figures["sync_latency_ms_p95"] = float(np.percentile(latencies, 95))
+        startup = self.startup()
+        if startup:
+            figures["startup_s"] = startup.pop("total")
+            figures.update({f"startup_{phase}_s": value for phase, value in startup.items()})
         return figures
 
     def summary(self) -> str:
         """The end-of-run table: workers, learner, replay, policy lag and weight sync."""
         wall = max(self.elapsed_s, 1e-9)
         figures = self.figures()
-        lines = ["workers:"]
+        lines = []
+        startup = self.startup()
+        if startup:
+            phases = ", ".join(
+                f"{phase.replace('_', ' ')} {startup[phase]:.1f}" for phase in STARTUP_PHASES
+            )
+            lines.append(f"start-up: {startup['total']:.1f} s to the first chunk ({phases})")
+        lines.append("workers:")
         lines.append(
             f"  {'worker':>6} {'env steps':>11} {'steps/s':>9} {'episodes':>9} "
             f"{'return(100)':>12} {'act/step/proc %':>16} {'restarts':>8}"

@@ -34,7 +34,9 @@ def train_ray(
     dashboard: bool = False,
 ) -> TrainResult:
     """Train with Ray actors until a stop condition (`rayrl.run_policy`)."""
+    session.stats.phase_done("setup")
     connected_here = connect(config, address, dashboard)
+    session.stats.phase_done("ray")
     try:
         spec = env_spec(config.env)
         learner_gpus = check_cluster(config, spec)

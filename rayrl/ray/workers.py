@@ -215,6 +215,7 @@ class WorkerSupervisor:
         )
 
     def _on_ready(self, slot: WorkerSlot) -> None:
+        self.stats.phase_done("actors")
         slot.ready = True
         slot.last_progress = self.clock()
         if slot.waiting_for_capacity:

@@ -44,9 +44,17 @@ def test_run_directory_holds_config_metrics_checkpoints_and_evals(tiny):
     keys = set().union(*rows)
     assert {"worker/env_steps_per_s", "learner/loss", "replay/size", "eval/return_mean"} <= keys
     assert all(
-        k.split("/")[0] in {"worker", "learner", "replay", "eval", "run"}
+        k.split("/")[0] in {"worker", "learner", "replay", "eval", "run", "startup"}
         for k in keys - {"env_steps", "time_s"}
     )
+    # start-up once, in the first row after the first chunk, its phases adding up
+    (startup,) = [r for r in rows if "startup/total_s" in r]
+    phases = ("setup", "ray", "actors", "first_chunk")
+    assert sum(startup[f"startup/{p}_s"] for p in phases) == pytest.approx(
+        startup["startup/total_s"]
+    )
+    assert startup["startup/ray_s"] == 0.0  # the local runtime starts no Ray
+    assert result.figures["startup_s"] == startup["startup/total_s"]
     evals = read_jsonl(run.eval_path)
     assert [e["env_steps"] for e in evals][:2] == [1024, 2048]
     assert run.latest_checkpoint.is_file()

@@ -94,6 +94,8 @@ def test_async_dqn_reaches_the_threshold_with_the_learner_on_the_gpu_node(ray_cl
     assert result.placement["learner"]["device"] == "cpu"
     assert "policy lag" in result.summary
     assert "weight sync" in result.summary
+    assert result.summary.startswith("start-up: ")
+    assert result.figures["startup_actors_s"] > 0  # the actors' processes started
 
 
 @pytest.mark.timeout(240)
