@@ -181,7 +181,7 @@ def _train(
 
             result = train_local(config, session, payload)
         else:
-            from rayrl.ray import train_ray
+            from rayrl.ray.runtime import train_ray
 
             result = train_ray(config, session, payload, address=address, dashboard=dashboard)
         exit_code = result.stop_reason.exit_code

@@ -1,47 +1,14 @@
 """The Ray runtime: rayrl's plain classes as Ray actors, driven by one small event loop.
 
 - `launch`: joining a cluster or starting a local Ray, checking that it can host the run;
-- `services`: the process shells around the experience store and the learner;
+- `experience_service`, `learner_service`: the process shells around the experience store
+  and the learner;
 - `factory`: the one place where classes become actors (`ray.remote`), with their options;
 - `dispatcher`: the outstanding calls, and the incarnation guard;
 - `workers`, `learners`, `store`, `evaluator`: one supervisor per kind of actor;
-- `driver`: the event loop over them.
+- `driver`: the event loop over them;
+- `runtime`: `train_ray`, the Ray runtime's entry point.
+
+This package's `__init__` imports nothing, so that an actor whose class lives here (the
+experience store's) does not import what the driver needs (torch, the algorithms).
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-import ray
-
-from rayrl.config import Config
-from rayrl.envs import env_spec
-from rayrl.ray.driver import RayDriver
-from rayrl.ray.factory import ActorFactory
-from rayrl.ray.launch import check_cluster, connect
-from rayrl.run_policy import TrainResult
-from rayrl.session import TrainingSession
-
-__all__ = ["train_ray"]
-
-
-def train_ray(
-    config: Config,
-    session: TrainingSession,
-    resume: dict[str, Any] | None,
-    *,
-    address: str | None = None,
-    dashboard: bool = False,
-) -> TrainResult:
-    """Train with Ray actors until a stop condition (`rayrl.run_policy`)."""
-    session.stats.phase_done("setup")
-    connected_here = connect(config, address, dashboard)
-    session.stats.phase_done("ray")
-    try:
-        spec = env_spec(config.env)
-        learner_gpus = check_cluster(config, spec)
-        factory = ActorFactory(config, spec, f"rayrl/{session.run_dir.root.name}", learner_gpus)
-        return RayDriver(config, session, resume, factory).run()
-    finally:
-        if connected_here:
-            ray.shutdown()

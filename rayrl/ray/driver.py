@@ -27,8 +27,8 @@ from rayrl.core import EvalResult, ModelInfo, StoreStats
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life
 from rayrl.ray.evaluator import EvaluatorSupervisor
 from rayrl.ray.factory import ActorFactory
+from rayrl.ray.learner_service import LearnerStart
 from rayrl.ray.learners import LearnerSupervisor
-from rayrl.ray.services import LearnerStart
 from rayrl.ray.store import StoreSupervisor
 from rayrl.ray.workers import WorkerSupervisor
 from rayrl.run_policy import TrainResult, finish_run, run_until_stopped
@@ -109,15 +109,14 @@ class RayDriver:
     # ---- set-up ------------------------------------------------------------------------------
 
     def _start(self) -> None:
-        """Create every actor at once (their processes start in parallel); nothing here waits
-        for an actor."""
+        """Create the actors that training needs at once (their processes start in
+        parallel); nothing here waits for an actor. The evaluator starts later (`step`)."""
         self.store.start()
         if self.resume is not None:
             start = LearnerStart(state=self.resume["learner"])
         else:
             start = LearnerStart(warm_start=self._warm_start())
         self.learners.start(start)
-        self.evaluator.start()
         self.workers.start()
 
     def _warm_start(self) -> ModelInfo | None:
@@ -170,6 +169,8 @@ class RayDriver:
         self.workers.request_chunks()
         self.learners.request_updates()
         session = self.session
+        if not self.evaluator.started and session.stats.started_up:
+            self.evaluator.start()
         if self.latest_info is not None:  # the learner has published its first weights
             if session.eval_due() and self.evaluator.available and not self.evaluator.pending:
                 self._request_eval()
@@ -253,6 +254,8 @@ class RayDriver:
             logger.warning("no final evaluation: no learner is running")
             return None
         timeout = self.config.run.eval_timeout_s
+        if not self.evaluator.started:  # the run ended before it started up
+            self.evaluator.start()
         self.dispatcher.drain(self._evaluating, timeout)
         if not self.evaluator.available:
             logger.warning("no final evaluation: the evaluator is being replaced")

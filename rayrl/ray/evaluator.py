@@ -1,5 +1,7 @@
 """The evaluator's supervisor: evaluations run in their own actor on published weights,
-never pausing training, one at a time. An evaluation that fails, or takes longer than
+never pausing training, one at a time. The driver starts the actor once the run has
+started up (its first chunk is in), so that its process does not take the cores from the
+workers and the learner while they start. An evaluation that fails, or takes longer than
 `run.eval_timeout_s` (a hung env must not silently stop evaluation), replaces the actor,
 under its restart policy (`faults.evaluator_restarts` within the window, with backoff); an
 error in its constructor stops the run (it would recur at every restart)."""
@@ -55,9 +57,12 @@ class EvaluatorSupervisor:
         """Numbers the actor's name; `life` guards its calls."""
         self._running: Life | None = None
         self._started_at = 0.0
+        self.started = False
+        """`start` was called (the actor may since have been replaced)."""
         deaths.supervisors.append(self)
 
     def start(self) -> None:
+        self.started = True
         self.handle = self.factory.evaluator()
 
     @property

@@ -28,9 +28,10 @@ from rayrl.config import Config
 from rayrl.envs.spec import EnvSpec
 from rayrl.errors import RunFailedError
 from rayrl.evaluation import Evaluator
+from rayrl.ray.experience_service import ExperienceService
 from rayrl.ray.launch import LEARNER_CPUS
+from rayrl.ray.learner_service import LearnerService, LearnerStart
 from rayrl.ray.restarts import constructor_error, one_line
-from rayrl.ray.services import ExperienceService, LearnerService, LearnerStart
 from rayrl.worker import RolloutWorker
 
 

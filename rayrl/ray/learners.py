@@ -30,8 +30,8 @@ from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
 from rayrl.ray.factory import ActorFactory, is_placed
 from rayrl.ray.launch import LEARNER_CPUS
+from rayrl.ray.learner_service import LearnerReport, LearnerStart
 from rayrl.ray.restarts import RestartPolicy, constructor_error, one_line
-from rayrl.ray.services import LearnerReport, LearnerStart
 from rayrl.ray.store import StoreSupervisor
 from rayrl.session import Counters
 from rayrl.stats import RunStats

@@ -17,7 +17,7 @@ from rayrl.families import OFF_POLICY
 from rayrl.presets import load_config
 from rayrl.ray.dispatcher import Dispatcher
 from rayrl.ray.driver import RayDriver
-from rayrl.ray.services import LearnerReport
+from rayrl.ray.learner_service import LearnerReport
 from rayrl.recorders import Recorders
 from rayrl.run_policy import StopReason
 from rayrl.rundir import RunDirectory

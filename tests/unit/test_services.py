@@ -1,15 +1,23 @@
-"""The experience service's waiting: callers wait for the store, and are released."""
+"""The experience service's waiting: callers wait for the store, and are released; and its
+process does not import torch."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import numpy as np
+import pytest
+from ray import cloudpickle  # how Ray pickles what it sends an actor
 
+from rayrl.algorithms import ALGORITHMS
 from rayrl.core import StepBatch
+from rayrl.envs import env_spec
 from rayrl.families.on_policy import ON_POLICY, QueueSettings
+from rayrl.presets import load_config
 from rayrl.processing import UnrollProcessor
-from rayrl.ray.services import ExperienceService
+from rayrl.ray.experience_service import ExperienceService
 
 
 def unrolls(version: int, num_envs: int = 2):
@@ -64,3 +72,22 @@ def test_stop_releases_every_waiting_caller():
     sampler.join(5)
     assert added == [0]
     assert batches == [[]]
+
+
+@pytest.mark.parametrize("preset", ["cartpole_dqn", "cartpole_impala"])
+def test_the_store_actor_starts_without_torch(preset):
+    """What Ray sends the store's process (its class, family and settings, pickled as Ray
+    pickles them) loads in a fresh interpreter without importing torch, whose import would
+    cost the cores about 1.7 s while the run starts."""
+    config = load_config(preset)
+    family = ALGORITHMS[config.algorithm.name].family
+    settings = family.store_settings(config, env_spec(config.env))
+    sent = cloudpickle.dumps((ExperienceService, family, settings))
+    check = (
+        "import pickle, sys; pickle.loads(sys.stdin.buffer.read()); "
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('rayrl.algo')))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", check], input=sent, capture_output=True, check=True
+    )
+    assert loaded.stdout.decode().strip() == "[]"

@@ -16,8 +16,8 @@ from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher
 from rayrl.ray.evaluator import EvaluatorSupervisor
 from rayrl.ray.factory import ActorFactory
+from rayrl.ray.learner_service import LearnerReport, LearnerStart
 from rayrl.ray.learners import CALLS_IN_FLIGHT, LearnerSupervisor
-from rayrl.ray.services import LearnerReport, LearnerStart
 from rayrl.ray.store import StoreSupervisor
 from rayrl.ray.workers import CAPACITY_NOTICE_S, WorkerSupervisor
 from rayrl.session import Counters

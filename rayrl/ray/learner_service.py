@@ -1,25 +1,21 @@
-"""The process shells around the experience store and the learner, for the Ray runtime.
+"""The process shell around the learner, for the Ray runtime.
 
-The algorithm objects (`ReplayStore`, `TrajectoryQueue`, the learners) do not know about
-processes; these shells give them what a long-lived actor needs (Sample Factory's learner
-vs learner_worker split): the experience service makes the store's limits *wait* instead
-of refuse, so a learner that asks too early simply gets its batch later and workers that
-run ahead are held back; the learner service pulls batches from that actor itself, keeping
-requests in flight so that it does not wait on it, sends priorities back without waiting,
-and joins its peers' process group when there are several learners.
+The learners do not know about processes; this shell gives one what a long-lived actor
+needs (Sample Factory's learner vs learner_worker split): it pulls batches from the
+experience actor (`rayrl.ray.experience_service`) itself, keeping requests in flight so
+that it does not wait on it, sends priorities back without waiting, and joins its peers'
+process group when there are several learners.
 
-`rayrl.ray.factory` turns both into Ray actors.
+`rayrl.ray.factory` turns it into a Ray actor.
 """
 
 from __future__ import annotations
 
 import hashlib
 import socket
-import threading
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,76 +26,9 @@ import torch.distributed as dist
 from rayrl.algorithms import ALGORITHMS
 from rayrl.checkpoint import to_numpy_tree
 from rayrl.config import AlgorithmConfig, LearnerConfig, RunConfig
-from rayrl.contract import Family, Learner, as_persistent
-from rayrl.core import ModelInfo, NonFiniteSteps, StoreStats
+from rayrl.contract import Learner
+from rayrl.core import ModelInfo, NonFiniteSteps
 from rayrl.envs.spec import EnvSpec
-
-
-class ExperienceService:
-    """An `ExperienceStore` whose limits make callers wait (a threaded actor).
-
-    `add` waits while the store refuses the chunk (the replay ratio, a full queue), `sample`
-    while it cannot serve the request (warm-up, the ratio, too few fresh unrolls). `stop`
-    releases every waiting caller: adds are dropped and samples return no batches. (A
-    threaded actor rather than an asyncio one: on this path Ray's asyncio actors cost about
-    twice the CPU per call.)
-    """
-
-    def __init__(self, family: Family, settings: Any, restore: Path | None = None) -> None:
-        self.store = family.make_store(settings)
-        if restore is not None and restore.is_file():
-            as_persistent(self.store).load(restore)
-        self._changed = threading.Condition()
-        self._stopped = False
-
-    def add(self, chunk: Any) -> int:
-        """Insert a chunk once the store takes it; returns the items inserted."""
-        with self._changed:
-            self._changed.wait_for(lambda: self._stopped or self.store.can_insert(len(chunk)))
-            if self._stopped:
-                return 0
-            inserted = self.store.add(chunk)
-            self._changed.notify_all()
-        return inserted
-
-    def sample(self, batch_size: int, num_batches: int, learner_version: int) -> list[Any]:
-        """`num_batches` batches once the store can serve them; [] after `stop`."""
-
-        def ready() -> bool:
-            if self._stopped:
-                return True
-            size = self.store.stats().size
-            can = self.store.can_sample(batch_size, num_batches, learner_version)
-            if self.store.stats().size != size:  # it dropped stale items: room for adders
-                self._changed.notify_all()
-            return can
-
-        with self._changed:
-            self._changed.wait_for(ready)
-            if self._stopped:
-                return []
-            batches = self.store.sample(batch_size, num_batches, learner_version)
-            self._changed.notify_all()
-        return batches
-
-    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
-        with self._changed:
-            self.store.update_priorities(indices, priorities)
-
-    def stats(self) -> StoreStats:
-        with self._changed:
-            return self.store.stats()
-
-    def save(self, path: Path) -> int:
-        """Write the store to `path` (on this actor's node); returns its size."""
-        with self._changed:
-            as_persistent(self.store).save(path)
-            return self.store.stats().size
-
-    def stop(self) -> None:
-        with self._changed:
-            self._stopped = True
-            self._changed.notify_all()
 
 
 @dataclass

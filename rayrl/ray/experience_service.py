@@ -1,0 +1,86 @@
+"""The process shell around the experience store (replay buffer or unroll queue), for the
+Ray runtime: it makes the store's limits *wait* instead of refuse, so that a learner that
+asks too early simply gets its batch later and workers that run ahead are held back.
+
+This module imports neither torch nor the algorithms: the store's process only holds numpy
+arrays, and starting it without torch (about 1.7 s of CPU) leaves the cores to the
+workers and the learner while a run starts.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rayrl.contract import Family, as_persistent
+from rayrl.core import StoreStats
+
+
+class ExperienceService:
+    """An `ExperienceStore` whose limits make callers wait (a threaded actor).
+
+    `add` waits while the store refuses the chunk (the replay ratio, a full queue), `sample`
+    while it cannot serve the request (warm-up, the ratio, too few fresh unrolls). `stop`
+    releases every waiting caller: adds are dropped and samples return no batches. (A
+    threaded actor rather than an asyncio one: on this path Ray's asyncio actors cost about
+    twice the CPU per call.)
+    """
+
+    def __init__(self, family: Family, settings: Any, restore: Path | None = None) -> None:
+        self.store = family.make_store(settings)
+        if restore is not None and restore.is_file():
+            as_persistent(self.store).load(restore)
+        self._changed = threading.Condition()
+        self._stopped = False
+
+    def add(self, chunk: Any) -> int:
+        """Insert a chunk once the store takes it; returns the items inserted."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._stopped or self.store.can_insert(len(chunk)))
+            if self._stopped:
+                return 0
+            inserted = self.store.add(chunk)
+            self._changed.notify_all()
+        return inserted
+
+    def sample(self, batch_size: int, num_batches: int, learner_version: int) -> list[Any]:
+        """`num_batches` batches once the store can serve them; [] after `stop`."""
+
+        def ready() -> bool:
+            if self._stopped:
+                return True
+            size = self.store.stats().size
+            can = self.store.can_sample(batch_size, num_batches, learner_version)
+            if self.store.stats().size != size:  # it dropped stale items: room for adders
+                self._changed.notify_all()
+            return can
+
+        with self._changed:
+            self._changed.wait_for(ready)
+            if self._stopped:
+                return []
+            batches = self.store.sample(batch_size, num_batches, learner_version)
+            self._changed.notify_all()
+        return batches
+
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        with self._changed:
+            self.store.update_priorities(indices, priorities)
+
+    def stats(self) -> StoreStats:
+        with self._changed:
+            return self.store.stats()
+
+    def save(self, path: Path) -> int:
+        """Write the store to `path` (on this actor's node); returns its size."""
+        with self._changed:
+            as_persistent(self.store).save(path)
+            return self.store.stats().size
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()

@@ -1,0 +1,38 @@
+"""The Ray runtime's entry point: connect (or start a local Ray), check the cluster, and
+drive the run's actors until it stops."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+
+from rayrl.config import Config
+from rayrl.envs import env_spec
+from rayrl.ray.driver import RayDriver
+from rayrl.ray.factory import ActorFactory
+from rayrl.ray.launch import check_cluster, connect
+from rayrl.run_policy import TrainResult
+from rayrl.session import TrainingSession
+
+
+def train_ray(
+    config: Config,
+    session: TrainingSession,
+    resume: dict[str, Any] | None,
+    *,
+    address: str | None = None,
+    dashboard: bool = False,
+) -> TrainResult:
+    """Train with Ray actors until a stop condition (`rayrl.run_policy`)."""
+    session.stats.phase_done("setup")
+    connected_here = connect(config, address, dashboard)
+    session.stats.phase_done("ray")
+    try:
+        spec = env_spec(config.env)
+        learner_gpus = check_cluster(config, spec)
+        factory = ActorFactory(config, spec, f"rayrl/{session.run_dir.root.name}", learner_gpus)
+        return RayDriver(config, session, resume, factory).run()
+    finally:
+        if connected_here:
+            ray.shutdown()
