@@ -1,0 +1,176 @@
+"""rayrl against Stable-Baselines3 on CartPole-v1, whole commands side by side.
+
+Each contender is the whole command a user would type, in its own process, timed from its
+start to its exit, and each trains to the same target: the mean return of 10
+deterministic (greedy) evaluation episodes reaching 475, checked every 2,048 env steps.
+- `rayrl train` (the default: DQN, Ray runtime) and `rayrl train --config cartpole_ppo`;
+- SB3 PPO and SB3 DQN with rl-baselines3-zoo's CartPole-v1 hyperparameters
+  (hyperparams/ppo.yml, hyperparams/dqn.yml), within the zoo's budgets (1e5 and 5e4 env
+  steps), evaluated by SB3's EvalCallback and stopped by StopTrainingOnRewardThreshold.
+
+Rounds are interleaved (every contender once per round, the order rotating) and each round
+uses one seed for all, so pairwise ratios compare runs made within minutes of each other.
+The peers are installed by `pip install -e ".[bench]"`, never by rayrl itself.
+
+    python bench/peers.py --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET = 475.0
+EVAL_EVERY = 2048
+"""Env steps between evaluations, for every contender."""
+
+RAYRL = {
+    "rayrl default": [],
+    "rayrl cartpole_ppo": ["--config", "cartpole_ppo"],
+}
+SB3 = ("sb3 ppo", "sb3 dqn")
+
+
+def command(contender: str, seed: int) -> list[str]:
+    if contender in RAYRL:
+        rayrl = str(Path(sys.executable).with_name("rayrl"))
+        return [rayrl, "train", *RAYRL[contender], "--set", f"run.seed={seed}"]
+    algorithm = contender.split()[1]
+    return [sys.executable, __file__, "--sb3", algorithm, "--seed", str(seed)]
+
+
+def run(contender: str, seed: int) -> tuple[float, float | None]:
+    """Whole-command wall seconds, and seconds to the target (None if not reached)."""
+    with tempfile.TemporaryDirectory() as cwd:
+        start = time.monotonic()
+        done = subprocess.run(
+            command(contender, seed), cwd=cwd, capture_output=True, text=True, check=False
+        )
+        wall = time.monotonic() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{contender} (seed {seed}) failed:\n{done.stdout}\n{done.stderr}")
+    reached = re.search(r"target return reached in ([\d.]+) s", done.stdout)
+    return wall, float(reached.group(1)) if reached else None
+
+
+def sb3_train(algorithm: str, seed: int) -> None:
+    """One SB3 run with the zoo's CartPole-v1 hyperparameters, to the target."""
+    started = time.time()
+    import gymnasium as gym
+    from stable_baselines3 import DQN, PPO
+    from stable_baselines3.common.callbacks import EvalCallback, StopTrainingOnRewardThreshold
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.monitor import Monitor
+
+    def linear(start: float):  # the zoo's lin_<value>
+        return lambda progress_remaining: progress_remaining * start
+
+    if algorithm == "ppo":
+        n_envs, budget = 8, 100_000
+        env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=seed)
+        model = PPO(
+            "MlpPolicy",
+            env,
+            n_steps=32,
+            batch_size=256,
+            gae_lambda=0.8,
+            gamma=0.98,
+            n_epochs=20,
+            ent_coef=0.0,
+            learning_rate=linear(1e-3),
+            clip_range=linear(0.2),
+            seed=seed,
+        )
+    else:
+        n_envs, budget = 1, 50_000
+        env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=seed)
+        model = DQN(
+            "MlpPolicy",
+            env,
+            learning_rate=2.3e-3,
+            batch_size=64,
+            buffer_size=100_000,
+            learning_starts=1000,
+            gamma=0.99,
+            target_update_interval=10,
+            train_freq=256,
+            gradient_steps=128,
+            exploration_fraction=0.16,
+            exploration_final_eps=0.04,
+            policy_kwargs={"net_arch": [256, 256]},
+            seed=seed,
+        )
+    reached: list[float] = []
+
+    class Reached(StopTrainingOnRewardThreshold):
+        def _on_step(self) -> bool:
+            go_on = super()._on_step()
+            if not go_on:
+                reached.append(time.time() - started)
+            return go_on
+
+    evaluation = EvalCallback(
+        Monitor(gym.make("CartPole-v1")),
+        callback_on_new_best=Reached(reward_threshold=TARGET),
+        n_eval_episodes=10,
+        eval_freq=max(1, EVAL_EVERY // n_envs),
+        deterministic=True,
+        verbose=0,
+    )
+    model.learn(total_timesteps=budget, callback=evaluation)
+    if reached:
+        print(f"target return reached in {reached[0]:.1f} s")
+    print(f"{model.num_timesteps} env steps, best mean return {evaluation.best_mean_reward:.1f}")
+
+
+def summary(values: list[float], digits: int = 1) -> str:
+    median, low, high = statistics.median(values), min(values), max(values)
+    return f"{median:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--contenders", nargs="+", default=[*RAYRL, *SB3])
+    parser.add_argument("--sb3", choices=["ppo", "dqn"], help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.sb3:
+        sb3_train(args.sb3, args.seed)
+        return
+    walls: dict[str, list[float]] = {name: [] for name in args.contenders}
+    targets: dict[str, list[float | None]] = {name: [] for name in args.contenders}
+    for round_ in range(args.repeats):
+        shift = round_ % len(args.contenders)
+        for contender in args.contenders[shift:] + args.contenders[:shift]:
+            wall, reached = run(contender, seed=round_)
+            walls[contender].append(wall)
+            targets[contender].append(reached)
+            shown = f"{reached:.1f} s" if reached is not None else "not reached"
+            print(f"round {round_ + 1}, {contender}: {wall:.1f} s, target {shown}", flush=True)
+    print(f"\nCartPole-v1 to {TARGET:g}, seeds 0-{args.repeats - 1}; median (min-max):")
+    for contender in args.contenders:
+        reached = [t for t in targets[contender] if t is not None]
+        shown = summary(reached) if reached else "-"
+        print(
+            f"  {contender:>20}: whole command {summary(walls[contender])} s; to the target "
+            f"{shown} s ({len(reached)}/{args.repeats} reached)"
+        )
+    if "sb3 ppo" in walls:
+        for contender in RAYRL:
+            if contender in walls:
+                ratios = [a / b for a, b in zip(walls[contender], walls["sb3 ppo"], strict=True)]
+                print(
+                    f"  {contender} / sb3 ppo, whole command, pairwise: {summary(ratios, 2)}x "
+                    "(target <= 0.5x)"
+                )
+
+
+if __name__ == "__main__":
+    main()
