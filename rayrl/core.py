@@ -230,7 +230,7 @@ class ChunkStats:
     process_s: float = 0.0
     """Seconds spent in the step processor."""
     sync_latencies_s: list[float] = field(default_factory=list)
-    """For each weight version first used in this chunk: its publish-to-first-use delay."""
+    """Weight versions a worker took up since its last chunk: publish-to-in-use delays."""
 
 
 @dataclass

@@ -284,7 +284,7 @@ class RunStats:
             )
         if self.sync_latencies:
             lines.append(
-                f"weight sync (publish -> first use): p50 {figures['sync_latency_ms_p50']:.1f} "
+                f"weight sync (publish -> in use by a worker): p50 {figures['sync_latency_ms_p50']:.1f} "
                 f"ms, p95 {figures['sync_latency_ms_p95']:.1f} ms over {len(self.sync_latencies)} "
                 "syncs"
             )
