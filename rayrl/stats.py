@@ -284,9 +284,9 @@ class RunStats:
             )
         if self.sync_latencies:
             lines.append(
-                f"weight sync (publish -> in use by a worker): p50 {figures['sync_latency_ms_p50']:.1f} "
-                f"ms, p95 {figures['sync_latency_ms_p95']:.1f} ms over {len(self.sync_latencies)} "
-                "syncs"
+                "weight sync (publish -> in use by a worker): p50 "
+                f"{figures['sync_latency_ms_p50']:.1f} ms, p95 "
+                f"{figures['sync_latency_ms_p95']:.1f} ms over {len(self.sync_latencies)} syncs"
             )
         for key, value in sorted(self.counters.items()):
             lines.append(f"{key}: {value:g}")
