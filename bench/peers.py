@@ -6,7 +6,9 @@ deterministic (greedy) evaluation episodes reaching 475, checked every 2,048 env
 - `rayrl train` (the default: DQN, Ray runtime) and `rayrl train --config cartpole_ppo`;
 - SB3 PPO and SB3 DQN with rl-baselines3-zoo's CartPole-v1 hyperparameters
   (hyperparams/ppo.yml, hyperparams/dqn.yml), within the zoo's budgets (1e5 and 5e4 env
-  steps), evaluated by SB3's EvalCallback and stopped by StopTrainingOnRewardThreshold.
+  steps), evaluated by SB3's EvalCallback and stopped by StopTrainingOnRewardThreshold;
+- "sb3 ppo zoo budget": SB3 PPO as the zoo's `train.py` runs it, to the end of its 1e5
+  env-step budget whatever the return (still evaluated, to say when it reached 475).
 
 Rounds are interleaved (every contender once per round, the order rotating) and each round
 uses one seed for all, so pairwise ratios compare runs made within minutes of each other.
@@ -34,7 +36,7 @@ RAYRL = {
     "rayrl default": [],
     "rayrl cartpole_ppo": ["--config", "cartpole_ppo"],
 }
-SB3 = ("sb3 ppo", "sb3 dqn")
+SB3 = ("sb3 ppo", "sb3 dqn", "sb3 ppo zoo budget")
 
 
 def command(contender: str, seed: int) -> list[str]:
@@ -42,11 +44,13 @@ def command(contender: str, seed: int) -> list[str]:
         rayrl = str(Path(sys.executable).with_name("rayrl"))
         return [rayrl, "train", *RAYRL[contender], "--set", f"run.seed={seed}"]
     algorithm = contender.split()[1]
-    return [sys.executable, __file__, "--sb3", algorithm, "--seed", str(seed)]
+    whole_budget = ["--whole-budget"] if contender.endswith("zoo budget") else []
+    return [sys.executable, __file__, "--sb3", algorithm, "--seed", str(seed), *whole_budget]
 
 
-def run(contender: str, seed: int) -> tuple[float, float | None]:
-    """Whole-command wall seconds, and seconds to the target (None if not reached)."""
+def run(contender: str, seed: int) -> tuple[float, float | None, float | None]:
+    """Whole-command wall seconds, seconds to the target (None if not reached), and
+    rayrl's start-up (command start to the first chunk; None for the peers)."""
     with tempfile.TemporaryDirectory() as cwd:
         start = time.monotonic()
         done = subprocess.run(
@@ -56,11 +60,17 @@ def run(contender: str, seed: int) -> tuple[float, float | None]:
     if done.returncode != 0:
         raise RuntimeError(f"{contender} (seed {seed}) failed:\n{done.stdout}\n{done.stderr}")
     reached = re.search(r"target return reached in ([\d.]+) s", done.stdout)
-    return wall, float(reached.group(1)) if reached else None
+    startup = re.search(r"start-up: ([\d.]+) s", done.stdout)
+    return (
+        wall,
+        float(reached.group(1)) if reached else None,
+        float(startup.group(1)) if startup else None,
+    )
 
 
-def sb3_train(algorithm: str, seed: int) -> None:
-    """One SB3 run with the zoo's CartPole-v1 hyperparameters, to the target."""
+def sb3_train(algorithm: str, seed: int, whole_budget: bool) -> None:
+    """One SB3 run with the zoo's CartPole-v1 hyperparameters, to the target (or to the end
+    of its budget)."""
     started = time.time()
     import gymnasium as gym
     from stable_baselines3 import DQN, PPO
@@ -113,7 +123,7 @@ def sb3_train(algorithm: str, seed: int) -> None:
             go_on = super()._on_step()
             if not go_on:
                 reached.append(time.time() - started)
-            return go_on
+            return go_on or whole_budget
 
     evaluation = EvalCallback(
         Monitor(gym.make("CartPole-v1")),
@@ -140,18 +150,22 @@ def main() -> None:
     parser.add_argument("--contenders", nargs="+", default=[*RAYRL, *SB3])
     parser.add_argument("--sb3", choices=["ppo", "dqn"], help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--whole-budget", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.sb3:
-        sb3_train(args.sb3, args.seed)
+        sb3_train(args.sb3, args.seed, args.whole_budget)
         return
     walls: dict[str, list[float]] = {name: [] for name in args.contenders}
     targets: dict[str, list[float | None]] = {name: [] for name in args.contenders}
+    startups: dict[str, list[float]] = {name: [] for name in args.contenders}
     for round_ in range(args.repeats):
         shift = round_ % len(args.contenders)
         for contender in args.contenders[shift:] + args.contenders[:shift]:
-            wall, reached = run(contender, seed=round_)
+            wall, reached, startup = run(contender, seed=round_)
             walls[contender].append(wall)
             targets[contender].append(reached)
+            if startup is not None:
+                startups[contender].append(startup)
             shown = f"{reached:.1f} s" if reached is not None else "not reached"
             print(f"round {round_ + 1}, {contender}: {wall:.1f} s, target {shown}", flush=True)
     print(f"\nCartPole-v1 to {TARGET:g}, seeds 0-{args.repeats - 1}; median (min-max):")
@@ -161,15 +175,13 @@ def main() -> None:
         print(
             f"  {contender:>20}: whole command {summary(walls[contender])} s; to the target "
             f"{shown} s ({len(reached)}/{args.repeats} reached)"
+            + (f"; start-up {summary(startups[contender])} s" if startups[contender] else "")
         )
-    if "sb3 ppo" in walls:
+    for peer in ("sb3 ppo", "sb3 ppo zoo budget"):
         for contender in RAYRL:
-            if contender in walls:
-                ratios = [a / b for a, b in zip(walls[contender], walls["sb3 ppo"], strict=True)]
-                print(
-                    f"  {contender} / sb3 ppo, whole command, pairwise: {summary(ratios, 2)}x "
-                    "(target <= 0.5x)"
-                )
+            if contender in walls and peer in walls:
+                ratios = [a / b for a, b in zip(walls[contender], walls[peer], strict=True)]
+                print(f"  {contender} / {peer}, whole command, pairwise: {summary(ratios, 2)}x")
 
 
 if __name__ == "__main__":

@@ -53,13 +53,19 @@ def kill_actor_when(name: str, ready: Callable[[], bool], timeout_s: float = 120
     return killed
 
 
+FAULT_RUN_STEPS = 16384
+
+
 def fault_run(tmp_path: Path, name: str, *extra: str) -> list[str]:
+    """A short run whose faults land mid-run: its budget leaves several seconds of training
+    after the kills below (at 2-3k env steps), however fast the machine, so that each
+    replacement happens, and is counted, before the run ends."""
     return [
         "logging.console=false",
         f"run.runs_dir={tmp_path}",
         f"run.name={name}",
         "run.target_return=null",
-        "run.total_env_steps=8192",
+        f"run.total_env_steps={FAULT_RUN_STEPS}",
         "run.eval_interval_env_steps=4096",
         "run.eval_episodes=2",
         "run.checkpoint_interval_env_steps=2048",
@@ -107,7 +113,7 @@ def test_killed_worker_is_replaced_and_training_goes_on(ray_cluster, tmp_path):
     result = rayrl.train(None, overrides=fault_run(tmp_path, "worker-kill"))
     assert killed.is_set()
     assert result.stop_reason == "total_env_steps reached"
-    assert result.counters.env_steps >= 8192
+    assert result.counters.env_steps >= FAULT_RUN_STEPS
     rows = read_jsonl(run_dir / "metrics.jsonl")
     assert rows[-1]["worker/restarts"] >= 1
     assert_updates_never_go_backwards(rows)
@@ -127,7 +133,7 @@ def test_killed_learner_is_restored_from_its_checkpoint(ray_cluster, tmp_path, c
     rows = read_jsonl(run_dir / "metrics.jsonl")
     assert rows[-1]["learner/restarts"] >= 1
     final = load_checkpoint(latest)
-    assert final["counters"]["env_steps"] >= 8192
+    assert final["counters"]["env_steps"] >= FAULT_RUN_STEPS
     assert final["counters"]["updates"] > 0
 
 
