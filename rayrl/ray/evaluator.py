@@ -41,14 +41,7 @@ class EvaluatorSupervisor:
         self.stats = stats
         self.timeout_s = timeout_s
         self.clock = clock
-        self.restarts = RestartPolicy(
-            "the evaluator",
-            faults.evaluator_restarts,
-            faults.restart_window_s,
-            faults.restart_backoff_s,
-            faults.max_restart_backoff_s,
-            clock,
-        )
+        self.restarts = RestartPolicy.of("the evaluator", faults.evaluator_restarts, faults, clock)
         self.handle: Any = None
         """The running actor; None while its replacement waits."""
         self.restart_at: float | None = None

@@ -79,14 +79,7 @@ class LearnerSupervisor:
         self.clock = clock
         self.placed = placed
         self.faults = faults
-        self.restarts = RestartPolicy(
-            "the learner",
-            faults.learner_restarts,
-            faults.restart_window_s,
-            faults.restart_backoff_s,
-            faults.max_restart_backoff_s,
-            clock,
-        )
+        self.restarts = RestartPolicy.of("the learner", faults.learner_restarts, faults, clock)
         self.handles: list[Any] = []
         """The running learners (none while a restore waits)."""
         self.started = False

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ray.exceptions import RayActorError, RayTaskError
 
+from rayrl.config import FaultsConfig
 from rayrl.errors import RunFailedError
 
 
@@ -40,6 +41,25 @@ class RestartPolicy:
         self.max_backoff_s = max_backoff_s
         self.clock = clock
         self._restarts: deque[float] = deque()
+
+    @classmethod
+    def of(
+        cls,
+        what: str,
+        limit: int,
+        faults: FaultsConfig,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> RestartPolicy:
+        """`limit` restarts of `what` within the run's window, with the run's backoff
+        (`faults`)."""
+        return cls(
+            what,
+            limit,
+            faults.restart_window_s,
+            faults.restart_backoff_s,
+            faults.max_restart_backoff_s,
+            clock,
+        )
 
     def next_delay(self, cause: str, setting: str) -> float:
         """Count one more restart and return how long to wait before it; raise `RunFailedError`

@@ -53,13 +53,8 @@ class StoreSupervisor:
         self.faults = faults
         self.on_save_failed = on_save_failed
         self.clock = clock
-        self.restarts = RestartPolicy(
-            f"the {kind.namespace} actor",
-            faults.store_restarts,
-            faults.restart_window_s,
-            faults.restart_backoff_s,
-            faults.max_restart_backoff_s,
-            clock,
+        self.restarts = RestartPolicy.of(
+            f"the {kind.namespace} actor", faults.store_restarts, faults, clock
         )
         self.handle: Any = None
         """The running actor; None while its restart waits."""

@@ -116,13 +116,8 @@ class WorkerSupervisor:
         """Create every worker at once: their processes start in parallel."""
         faults = self.faults
         for index in range(self.settings.num_workers):
-            restarts = RestartPolicy(
-                f"worker {index}",
-                faults.worker_restarts,
-                faults.restart_window_s,
-                faults.restart_backoff_s,
-                faults.max_restart_backoff_s,
-                self.clock,
+            restarts = RestartPolicy.of(
+                f"worker {index}", faults.worker_restarts, faults, self.clock
             )
             handle = self.factory.worker(index, 0)
             slot = WorkerSlot(index, handle, restarts, last_progress=self.clock())

@@ -126,9 +126,13 @@ def wait_for_job(job_id: str, env: dict[str, str], timeout_s: float) -> str:
     raise AssertionError(f"job {job_id} did not finish in {timeout_s} s:\n{status}\n{logs}")
 
 
-@pytest.mark.timeout(300)
-def test_submitted_training_job_runs_to_its_final_evaluation(ray_head, tmp_path):
-    job_id = f"rayrl-test-{uuid.uuid4().hex[:8]}"
+def submit_training(job_id: str, env: dict[str, str], *settings: str) -> None:
+    """`ray job submit --no-wait` of `rayrl train` with the repository's runtime env, quiet,
+    with no target return and a short warm-up, plus `settings` (`--set` values)."""
+    sets = ["logging.console=false", "run.target_return=null", "algorithm.replay.min_size=256"]
+    command = ["python", "-m", "rayrl", "train"]
+    for setting in [*sets, *settings]:
+        command += ["--set", setting]
     run(
         [
             "ray", "job", "submit",
@@ -137,19 +141,25 @@ def test_submitted_training_job_runs_to_its_final_evaluation(ray_head, tmp_path)
             "--submission-id", job_id,
             "--no-wait",
             "--",
-            "python", "-m", "rayrl", "train",
-            "--set", "logging.console=false",
-            "--set", f"run.runs_dir={tmp_path}",
-            "--set", "run.name=job",
-            "--set", "run.total_env_steps=2048",
-            "--set", "run.target_return=null",
-            "--set", "run.eval_episodes=2",
-            "--set", "algorithm.replay.min_size=256",
-            "--set", "workers.envs_per_worker=4",
-            "--set", "algorithm.steps_per_chunk=16",
+            *command,
         ],
-        ray_head,
+        env,
     )  # fmt: skip
+
+
+@pytest.mark.timeout(300)
+def test_submitted_training_job_runs_to_its_final_evaluation(ray_head, tmp_path):
+    job_id = f"rayrl-test-{uuid.uuid4().hex[:8]}"
+    submit_training(
+        job_id,
+        ray_head,
+        f"run.runs_dir={tmp_path}",
+        "run.name=job",
+        "run.total_env_steps=2048",
+        "run.eval_episodes=2",
+        "workers.envs_per_worker=4",
+        "algorithm.steps_per_chunk=16",
+    )
     status = wait_for_job(job_id, ray_head, timeout_s=240)
     logs = run(["ray", "job", "logs", job_id], ray_head)
     assert status == "SUCCEEDED", logs
@@ -166,26 +176,15 @@ def test_ray_job_stop_with_its_defaults_ends_the_run_with_a_final_checkpoint(ray
     runtime env (cluster/runtime_env.yaml) sets. rayrl ends in that time: the final
     checkpoint is written after the periodic ones, and nothing is left half-written."""
     job_id = f"rayrl-stop-{uuid.uuid4().hex[:8]}"
-    run(
-        [
-            "ray", "job", "submit",
-            "--working-dir", ".",
-            "--runtime-env", "cluster/runtime_env.yaml",
-            "--submission-id", job_id,
-            "--no-wait",
-            "--",
-            "python", "-m", "rayrl", "train",
-            "--set", "logging.console=false",
-            "--set", f"run.runs_dir={tmp_path}",
-            "--set", "run.name=stopped",
-            "--set", "run.total_env_steps=10000000",
-            "--set", "run.target_return=null",
-            "--set", "run.checkpoint_interval_env_steps=2048",
-            "--set", "algorithm.replay.min_size=256",
-            "--set", "algorithm.replay.save_with_checkpoint=true",
-        ],
+    submit_training(
+        job_id,
         ray_head,
-    )  # fmt: skip
+        f"run.runs_dir={tmp_path}",
+        "run.name=stopped",
+        "run.total_env_steps=10000000",
+        "run.checkpoint_interval_env_steps=2048",
+        "algorithm.replay.save_with_checkpoint=true",
+    )
     checkpoints = tmp_path / "stopped" / "checkpoints"
     deadline = time.monotonic() + 180
     while not list(checkpoints.glob("step_*.pt")):
