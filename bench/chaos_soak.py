@@ -5,8 +5,10 @@ Reports the faults injected and survived (the run went on and ended on its time 
 with status 0), what each cost (transitions lost with a replay, learner updates rolled back
 to the last checkpoint), whether the counters, metrics and checkpoints agree at the end
 (no env step twice in the JSONL files, the last metrics row at the final checkpoint's
-counters, every checkpoint loads, no temporary file left), and the resident memory of
-every process from the first third of the run to its end.
+counters, every checkpoint loads, no temporary file left), and the memory of every process
+from the second third of the run to the last: summed resident sizes (RSS), and summed
+proportional sizes (PSS), which count Ray's shared-memory object store once rather than
+once per process that touched it.
 
 The restart limits are lifted (`faults.*_restarts`) since the soak kills far more often
 than any real cluster fails; the replay is saved with every checkpoint so that a killed
@@ -31,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import machine, rss_bytes, run_processes
+from common import machine, pss_bytes, rss_bytes, run_processes
 
 from rayrl.checkpoint import load_checkpoint
 
@@ -112,13 +114,18 @@ def main() -> None:
     proc = start_run(workdir, ray_tmp, seconds, args.capacity)
     start = time.monotonic()
     faults: list[tuple[float, str]] = []
-    memory: list[tuple[float, int]] = []
+    memory: list[tuple[float, int, int]] = []  # seconds, summed RSS, summed PSS
     next_fault = start + rng.uniform(30, 90)
     while proc.poll() is None:
         time.sleep(5)
         found = run_processes(ray_tmp, proc.pid)
+        every_pid = [p for ps in found.values() for p in ps]
         memory.append(
-            (time.monotonic() - start, sum(rss_bytes(p) for ps in found.values() for p in ps))
+            (
+                time.monotonic() - start,
+                sum(rss_bytes(p) for p in every_pid),
+                sum(pss_bytes(p) for p in every_pid),
+            )
         )
         if time.monotonic() < next_fault or time.monotonic() - start > seconds - 30:
             continue
@@ -166,12 +173,16 @@ def main() -> None:
     )
     # a restart briefly runs the new process (importing torch) beside what remains of the
     # old one, so single samples jump: compare the medians of the run's last two thirds
-    middle = statistics.median(m for t, m in memory if seconds / 3 <= t < 2 * seconds / 3)
-    final = statistics.median(m for t, m in memory if t >= 2 * seconds / 3)
-    print(
-        f"  resident memory of all processes, median over each third: {middle / 2**20:,.0f} MB "
-        f"in the second, {final / 2**20:,.0f} MB in the last ({(final - middle) / middle:+.1%})"
-    )
+    for index, label in ((1, "resident (RSS)"), (2, "proportional (PSS)")):
+        middle = statistics.median(
+            m[index] for m in memory if seconds / 3 <= m[0] < 2 * seconds / 3
+        )
+        final = statistics.median(m[index] for m in memory if m[0] >= 2 * seconds / 3)
+        print(
+            f"  {label} memory of all processes, median over each third: "
+            f"{middle / 2**20:,.0f} MB in the second, {final / 2**20:,.0f} MB in the last "
+            f"({(final - middle) / middle:+.1%})"
+        )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,20 @@ def median_range(values: Sequence[float], fmt: str = "{:,.1f}") -> str:
     )
 
 
+def pss_bytes(pid: int | str = "self") -> int:
+    """Proportional set size: a page shared by N processes counts 1/N in each, so a sum over
+    processes counts Ray's shared-memory object store once (resident sizes count it once per
+    process that touched it)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # exited meanwhile
+        pass
+    return 0
+
+
 def rss_bytes(pid: int | str = "self") -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
