@@ -26,7 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 TARGET = 475.0
 EVAL_EVERY = 2048
@@ -37,6 +39,47 @@ RAYRL = {
     "rayrl cartpole_ppo": ["--config", "cartpole_ppo"],
 }
 SB3 = ("sb3 ppo", "sb3 dqn", "sb3 ppo zoo budget")
+
+
+def linear(start: float) -> Callable[[float], float]:
+    """The zoo's `lin_<value>`: from `start` down to 0 over the budget."""
+    return lambda progress_remaining: progress_remaining * start
+
+
+ZOO: dict[str, tuple[int, int, dict[str, Any]]] = {
+    # algorithm: envs, env-step budget, SB3 settings (rl-baselines3-zoo, CartPole-v1)
+    "ppo": (
+        8,
+        100_000,
+        {
+            "n_steps": 32,
+            "batch_size": 256,
+            "gae_lambda": 0.8,
+            "gamma": 0.98,
+            "n_epochs": 20,
+            "ent_coef": 0.0,
+            "learning_rate": linear(1e-3),
+            "clip_range": linear(0.2),
+        },
+    ),
+    "dqn": (
+        1,
+        50_000,
+        {
+            "learning_rate": 2.3e-3,
+            "batch_size": 64,
+            "buffer_size": 100_000,
+            "learning_starts": 1000,
+            "gamma": 0.99,
+            "target_update_interval": 10,
+            "train_freq": 256,
+            "gradient_steps": 128,
+            "exploration_fraction": 0.16,
+            "exploration_final_eps": 0.04,
+            "policy_kwargs": {"net_arch": [256, 256]},
+        },
+    ),
+}
 
 
 def command(contender: str, seed: int) -> list[str]:
@@ -78,44 +121,9 @@ def sb3_train(algorithm: str, seed: int, whole_budget: bool) -> None:
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.monitor import Monitor
 
-    def linear(start: float):  # the zoo's lin_<value>
-        return lambda progress_remaining: progress_remaining * start
-
-    if algorithm == "ppo":
-        n_envs, budget = 8, 100_000
-        env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=seed)
-        model = PPO(
-            "MlpPolicy",
-            env,
-            n_steps=32,
-            batch_size=256,
-            gae_lambda=0.8,
-            gamma=0.98,
-            n_epochs=20,
-            ent_coef=0.0,
-            learning_rate=linear(1e-3),
-            clip_range=linear(0.2),
-            seed=seed,
-        )
-    else:
-        n_envs, budget = 1, 50_000
-        env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=seed)
-        model = DQN(
-            "MlpPolicy",
-            env,
-            learning_rate=2.3e-3,
-            batch_size=64,
-            buffer_size=100_000,
-            learning_starts=1000,
-            gamma=0.99,
-            target_update_interval=10,
-            train_freq=256,
-            gradient_steps=128,
-            exploration_fraction=0.16,
-            exploration_final_eps=0.04,
-            policy_kwargs={"net_arch": [256, 256]},
-            seed=seed,
-        )
+    n_envs, budget, settings = ZOO[algorithm]
+    env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=seed)
+    model = {"ppo": PPO, "dqn": DQN}[algorithm]("MlpPolicy", env, seed=seed, **settings)
     reached: list[float] = []
 
     class Reached(StopTrainingOnRewardThreshold):
@@ -147,7 +155,8 @@ def summary(values: list[float], digits: int = 1) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--contenders", nargs="+", default=[*RAYRL, *SB3])
+    contenders = [*RAYRL, *SB3]
+    parser.add_argument("--contenders", nargs="+", default=contenders, choices=contenders)
     parser.add_argument("--sb3", choices=["ppo", "dqn"], help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--whole-budget", action="store_true", help=argparse.SUPPRESS)

@@ -124,6 +124,21 @@ def test_a_run_evaluates_checkpoints_and_ends_in_the_policys_order(tmp_path):
     assert result.placement["learner"]["device"] == "cpu"
 
 
+def test_the_evaluator_starts_once_the_first_chunk_is_in(tmp_path):
+    """Its process does not take the cores from the workers and the learner while they
+    start: it is created after the first chunk has arrived, before any evaluation."""
+    ray_driver, fakes = driver(tmp_path)
+    ray_driver._start()
+    assert not any(actor.name.startswith("evaluator") for actor in fakes.made)
+    while not ray_driver.session.stats.started_up:
+        ray_driver.step()
+    ray_driver.step()
+    evaluators = [actor for actor in fakes.made if actor.name.startswith("evaluator")]
+    assert len(evaluators) == 1
+    assert ray_driver.session.counters.evaluations == 0
+    ray_driver._kill_actors()
+
+
 def test_best_checkpoint_holds_the_weights_that_were_evaluated(tmp_path):
     learner = Learner(eval_means=(10.0, 30.0, 20.0, 5.0, 5.0, 5.0))
     ray_driver, _ = driver(tmp_path, learner=learner)
