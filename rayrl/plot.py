@@ -64,9 +64,15 @@ def read_curves(run_dir: str | Path) -> Curves:
 def draw_runs(run_dirs: list[str | Path]) -> Figure:
     """A figure of the runs' training (left) and evaluation (right) returns against env
     steps, one color per run."""
+    return draw_curves([read_curves(run) for run in run_dirs])
+
+
+def draw_curves(curves: list[Curves]) -> Figure:
+    """A figure of these curves' training (left) and evaluation (right) returns against env
+    steps, one color per run (curves kept without their run directory, as the learning
+    benchmark keeps them, draw the same as a run's)."""
     from matplotlib.figure import Figure
 
-    curves = [read_curves(run) for run in run_dirs]
     figure = Figure(figsize=(12, 4.5))
     train_ax, eval_ax = figure.subplots(1, 2, sharex=True)
     for index, run in enumerate(curves):
@@ -87,7 +93,12 @@ def draw_runs(run_dirs: list[str | Path]) -> Figure:
 
 def plot_runs(run_dirs: list[str | Path], output: str | Path) -> Path:
     """Write a PNG of the runs' training and evaluation returns against env steps."""
+    return save_png(draw_runs(run_dirs), output)
+
+
+def save_png(figure: Figure, output: str | Path) -> Path:
+    """Write `figure` as a PNG at `output` (its folder made if needed)."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    draw_runs(run_dirs).savefig(output, dpi=100)
+    figure.savefig(output, dpi=100)
     return output
