@@ -311,6 +311,29 @@ def earlier_rows(skip: set[tuple[str, str]]) -> list[str]:
     return kept
 
 
+def commands(groups: dict[tuple[str, str], list[dict]]) -> list[str]:
+    """The `bench/learning.py` commands that train the recorded runs, one per variant and
+    budget (the games and seeds trained to it)."""
+    made: dict[tuple[str, int], tuple[list[str], set[str], set[int]]] = {}
+    for (variant, game), members in groups.items():
+        for record in members:
+            key = (variant, record["planned_env_steps"])
+            entry = made.setdefault(key, (record["overrides"], set(), set()))
+            entry[1].add(game)
+            entry[2].add(record["seed"])
+    lines = []
+    for (variant, budget), (overrides, games, seeds) in sorted(made.items()):
+        preset, _, label = variant.partition("+")
+        variant_args = f" --label {label}" if label else ""
+        variant_args += "".join(f" --set {o}" for o in overrides)
+        lines.append(
+            f"python bench/learning.py --preset {preset}{variant_args} "
+            f"--games {' '.join(sorted(games))} --seeds {' '.join(map(str, sorted(seeds)))} "
+            f"--env-steps {budget}"
+        )
+    return lines
+
+
 def report(runs: Path) -> None:
     """Refresh the records of every run under `runs`, then rewrite docs/learning.md (and
     the curves of every group with records) from all the records."""
@@ -359,7 +382,8 @@ def report(runs: Path) -> None:
             )
         figure = draw_curves([curves(record) for record in members])
         save_png(figure, CURVES / f"{variant}-{game}.png")
-    lines += earlier_rows(set(groups))
+    earlier = earlier_rows(set(groups))
+    lines += earlier
     lines += [
         "",
         f"gymnax-blines' PPO at 10M steps, for comparison: {GYMNAX_PPO} "
@@ -369,6 +393,10 @@ def report(runs: Path) -> None:
         if overrides:
             settings = ", ".join(f"`{o}`" for o in overrides)
             lines += ["", f"`{variant}` is `{variant.split('+')[0]}` with {settings}."]
+    lines += ["", "The commands that made the rows with a record:", "", "```", *commands(groups)]
+    lines += ["```"]
+    if earlier:
+        lines += ["", *EARLIER.read_text().split("\n\n")[1:2]]  # how those rows were made
     lines += [
         "",
         "Curves (training episode returns and evaluations, one color per seed):",
