@@ -31,6 +31,8 @@ import datetime
 import json
 import logging
 import math
+import re
+import shlex
 import statistics
 import time
 from dataclasses import dataclass
@@ -40,7 +42,8 @@ from common import machine
 
 import rayrl
 from rayrl.config import preset_names
-from rayrl.plot import Curves, draw_curves, save_png
+from rayrl.files import atomic_path, read_jsonl
+from rayrl.plot import curves_of, draw_curves, save_png
 from rayrl.presets import load_config
 from rayrl.rundir import RunDirectory
 
@@ -52,7 +55,13 @@ RECORDS = ROOT / "bench" / "learning_records"
 """One JSON file per run: what the table and the curves need of it (committed)."""
 EARLIER = ROOT / "bench" / "learning_earlier.md"
 """Table rows measured before the records existed (their runs were on a machine that is
-gone), kept verbatim for the (preset, game) groups that have no records."""
+gone), each kept verbatim until the records give a row for its preset, game and budget."""
+VARIANT_FILE = "bench_variant.json"
+"""In a run directory: the variant's overrides, written when the run starts, so that its
+record (and a resume) knows them however the run directory is reached."""
+METRICS = ("env_steps", "run/wall_s", "worker/episode_return", "learner/utilization")
+EVALS = ("env_steps", "eval/return_mean", "eval/return_min", "eval/return_max")
+"""The columns of the metrics and evaluation rows that a record keeps."""
 NOTES = ROOT / "bench" / "learning_notes.md"
 """The hand-written reading of the table (targets met or missed, by how much, and why),
 placed under it in docs/learning.md."""
@@ -131,9 +140,24 @@ def run_name(variant: str, game: str, seed: int) -> str:
     return f"{variant}-{game}-s{seed}"
 
 
+RUN_NAME = re.compile(r"(?P<variant>\w+(\+\w+)?)-(?P<game>\w+)-s(?P<seed>\d+)")
+"""What `run_name` makes: a run directory of this benchmark."""
+
+
 def variant_name(preset: str, label: str | None) -> str:
     """The preset, or the preset and the label of its variant ("minatar_dqn+spi8")."""
     return f"{preset}+{label}" if label else preset
+
+
+def preset_of(variant: str) -> str:
+    return variant.partition("+")[0]
+
+
+def budget_scheduled(config: dict) -> bool:
+    """Whether the run's schedules (learning rate, PPO's clip range) are spread over its
+    budget, so that the run is only the run of that budget at its end."""
+    algorithm = config["algorithm"]
+    return bool(algorithm.get("lr_decay") or algorithm.get("clip_anneal"))
 
 
 def train(
@@ -143,24 +167,33 @@ def train(
     `env_steps`."""
     path = runs / run_name(variant, game, seed)
     budget = [f"run.total_env_steps={env_steps}", "run.target_return=null"]
-    latest = path / "checkpoints" / "latest.pt"
-    if latest.is_file():
+    if (path / "checkpoints" / "latest.pt").is_file():
+        recorded = variant_overrides(path)
+        if recorded != overrides:
+            raise SystemExit(
+                f"{path.name} was trained with --set {recorded}, not {overrides}: give the "
+                "same settings, or another --label for other ones"
+            )
         saved = RunDirectory.open(path).raw_config()
-        done = max((row[0] for row in metric_rows(path)), default=0)
+        done = max((r["env_steps"] for r in read_jsonl(path / "metrics.jsonl")), default=0)
         if done >= env_steps:
             print(f"{path.name}: {done:,} env steps already, skipped", flush=True)
             return
-        if saved["algorithm"].get("lr_decay") and saved["run"]["total_env_steps"] < env_steps:
+        planned = saved["run"]["total_env_steps"]
+        if budget_scheduled(saved) and planned != env_steps:
             raise SystemExit(
-                f"{path.name}: its learning rate decays to zero over its budget of "
-                f"{saved['run']['total_env_steps']:,} env steps (algorithm.lr_decay), so a "
-                f"longer one would raise it again mid-run; run another seed to {env_steps:,}"
+                f"{path.name}: its schedules (algorithm.lr_decay, algorithm.clip_anneal) are "
+                f"spread over its budget of {planned:,} env steps, and another budget would "
+                f"change them mid-run; continue it with --env-steps {planned}, or run another "
+                f"seed to {env_steps:,}"
             )
         print(f"{path.name}: resuming at {done:,} env steps", flush=True)
         rayrl.train(resume=path, overrides=budget)
         return
+    path.mkdir(parents=True, exist_ok=True)
+    (path / VARIANT_FILE).write_text(json.dumps(overrides) + "\n")
     rayrl.train(
-        variant.split("+")[0],
+        preset_of(variant),
         overrides=[
             *overrides,
             f"env.id=MinAtar/{game}-v1",
@@ -173,68 +206,56 @@ def train(
     )
 
 
-def jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def variant_overrides(path: Path) -> list[str]:
+    """The overrides the run in `path` was started with (none for a preset's own run)."""
+    file = path / VARIANT_FILE
+    return json.loads(file.read_text()) if file.is_file() else []
 
 
 def rounded(value: float | None) -> float | None:
-    """Four significant digits (a record stays small), None for a missing or non-finite
-    value."""
+    """Four significant digits (a record stays small); None for a value that is missing
+    or not finite (the row is then read back without it)."""
     if value is None or not math.isfinite(value):
         return None
     return float(f"{value:.4g}")
 
 
-def metric_rows(path: Path) -> list[list]:
-    """[env_steps, wall_s, training return or None, learner busy share or None] per log
-    row of the run in `path`."""
-    return [
-        [
-            r["env_steps"],
-            rounded(r.get("run/wall_s")),
-            rounded(r.get("worker/episode_return")),
-            rounded(r.get("learner/utilization")),
-        ]
-        for r in jsonl(path / "metrics.jsonl")
-    ]
+def columns(rows: list[dict], keys: tuple[str, ...]) -> list[list]:
+    """The rows as lists of `keys` (the first, env_steps, exact; the others `rounded`)."""
+    return [[row[keys[0]], *(rounded(row.get(key)) for key in keys[1:])] for row in rows]
 
 
-def write_record(path: Path, overrides: list[str] | None = None) -> None:
+def expand(table: list[list], keys: tuple[str, ...]) -> list[dict]:
+    """The rows that `columns` kept, as dicts without the values they lacked."""
+    return [{k: v for k, v in zip(keys, row, strict=True) if v is not None} for row in table]
+
+
+def write_record(path: Path) -> None:
     """Keep what the table needs of the run in `path` in RECORDS (replacing an older
     record of it)."""
-    variant, game, seed = path.name.rsplit("-", 2)
+    name = RUN_NAME.fullmatch(path.name)
+    assert name, f"{path.name} is not a run of this benchmark"
     saved = RunDirectory.open(path).raw_config()
-    evals = [
-        [r["env_steps"], *(rounded(r[f"eval/return_{k}"]) for k in ("mean", "min", "max"))]
-        for r in jsonl(path / "eval.jsonl")
-    ]
     metrics_file = path / "metrics.jsonl"
-    measured = datetime.date.fromtimestamp(metrics_file.stat().st_mtime).isoformat()
-    old = RECORDS / f"{path.name}.json"
-    if overrides is None and old.is_file():
-        overrides = json.loads(old.read_text())["overrides"]
     record = {
         "run": path.name,
-        "variant": variant,
-        "overrides": overrides or [],
-        "game": game,
-        "seed": int(seed[1:]),
+        "variant": name["variant"],
+        "overrides": variant_overrides(path),
+        "game": name["game"],
+        "seed": int(name["seed"]),
         "planned_env_steps": saved["run"]["total_env_steps"],
-        "lr_decay": bool(saved["algorithm"].get("lr_decay")),
+        "budget_scheduled": budget_scheduled(saved),
         "machine": machine(),
-        "measured": measured,
-        "evals": evals,
-        "metrics": metric_rows(path),
+        "measured": datetime.date.fromtimestamp(metrics_file.stat().st_mtime).isoformat(),
+        "evals": columns(read_jsonl(path / "eval.jsonl"), EVALS),
+        "metrics": columns(read_jsonl(metrics_file), METRICS),
     }
-    RECORDS.mkdir(parents=True, exist_ok=True)
-    old.write_text(json.dumps(record, separators=(",", ":")) + "\n")
+    with atomic_path(RECORDS / f"{path.name}.json") as tmp:
+        tmp.write_text(json.dumps(record, separators=(",", ":")) + "\n")
 
 
 @dataclass
 class RunFigures:
-    seed: int
     env_steps: int
     wall_s: float
     final_eval: float
@@ -250,39 +271,25 @@ the first log after an interval, a little past the round number."""
 
 def figures(record: dict, budget: int) -> RunFigures | None:
     """The run's figures up to `budget` env steps (its evaluation there, not a later one),
-    or None if it has not reached it, or if its learning rate decays over a longer budget
+    or None if it has not reached it, or if its schedules are spread over another budget
     (at `budget` it was not trained the way a run of that budget is)."""
-    if record["lr_decay"] and record["planned_env_steps"] > budget * SLACK:
+    if record["budget_scheduled"] and not (
+        budget / SLACK <= record["planned_env_steps"] <= budget * SLACK
+    ):
         return None
     limit = budget * SLACK
-    metrics = [row for row in record["metrics"] if row[0] <= limit]
-    evals = [row for row in record["evals"] if row[0] <= limit]
-    if not evals or evals[-1][0] < budget / SLACK:
+    metrics = [r for r in expand(record["metrics"], METRICS) if r["env_steps"] <= limit]
+    evals = [r for r in expand(record["evals"], EVALS) if r["env_steps"] <= limit]
+    if not evals or evals[-1]["env_steps"] < budget / SLACK or "eval/return_mean" not in evals[-1]:
         return None
-    training = [row[2] for row in metrics if row[2] is not None]
-    utilization = [row[3] for row in metrics if row[3] is not None]
+    training = [r["worker/episode_return"] for r in metrics if "worker/episode_return" in r]
+    utilization = [r["learner/utilization"] for r in metrics if "learner/utilization" in r]
     return RunFigures(
-        seed=record["seed"],
-        env_steps=evals[-1][0],
-        wall_s=max((row[1] or 0.0) for row in metrics),
-        final_eval=evals[-1][1],
-        final_training=statistics.mean(training[-10:]) if training else float("nan"),
-        learner_share=statistics.mean(utilization) if utilization else float("nan"),
-    )
-
-
-def curves(record: dict) -> Curves:
-    """The record's learning curves, as `rayrl plot` draws a run's."""
-    train = [row for row in record["metrics"] if row[2] is not None]
-    nan = float("nan")
-    return Curves(
-        label=record["run"],
-        train_steps=[row[0] for row in train],
-        train_returns=[row[2] for row in train],
-        eval_steps=[row[0] for row in record["evals"]],
-        eval_means=[nan if row[1] is None else row[1] for row in record["evals"]],
-        eval_mins=[nan if row[2] is None else row[2] for row in record["evals"]],
-        eval_maxs=[nan if row[3] is None else row[3] for row in record["evals"]],
+        env_steps=evals[-1]["env_steps"],
+        wall_s=max(r.get("run/wall_s", 0.0) for r in metrics),
+        final_eval=evals[-1]["eval/return_mean"],
+        final_training=statistics.mean(training[-10:]) if training else math.nan,
+        learner_share=statistics.mean(utilization) if utilization else math.nan,
     )
 
 
@@ -301,107 +308,123 @@ def read_records() -> dict[tuple[str, str], list[dict]]:
     return {key: sorted(group, key=lambda r: r["seed"]) for key, group in sorted(groups.items())}
 
 
-def earlier_rows(skip: set[tuple[str, str]]) -> list[str]:
-    """The rows of bench/learning_earlier.md whose (preset, game) group has no records."""
+def table_rows(groups: dict[tuple[str, str], list[dict]]) -> dict[tuple[str, str, int], str]:
+    """The table's rows from the records by (variant, game, budget): one at 1M env steps
+    (every seed that reached it) and one at the longest budget any seed reached."""
+    made = {}
+    for (variant, game), members in groups.items():
+        algorithm = preset_of(variant).split("_")[-1]
+        published, source, differs = PUBLISHED.get((algorithm, game), (math.nan, "-", "-"))
+        longest = max((row[0] for r in members for row in r["evals"]), default=0)
+        budgets = sorted({b for b in (1_000_000, round(longest, -5)) if b <= longest * SLACK})
+        for budget in budgets:
+            found = [(r, f) for r in members if (f := figures(r, budget))]
+            if not found:
+                continue
+            runs = [f for _, f in found]
+            steps = min(f.env_steps for f in runs)
+            wall = statistics.mean(f.wall_s for f in runs)
+            made[variant, game, budget] = (
+                f"| `{variant}` | {game} | {len(runs)} | {steps:,} | "
+                f"{mean_std([f.final_eval for f in runs])} | "
+                f"{mean_std([f.final_training for f in runs])} | {wall / 60:.0f} min | "
+                f"{wall / 60 / (steps / 1e6):.1f} min | "
+                f"{100 * statistics.mean(f.learner_share for f in runs):.0f}% | "
+                f"{published:g} | {source}: {differs} | "
+                f"{max(r['measured'] for r, _ in found)} |"
+            )
+    return made
+
+
+def earlier_rows(made: set[tuple[str, str, int]]) -> list[str]:
+    """The rows of bench/learning_earlier.md for which the records make no row of the same
+    (preset, game, budget)."""
     kept = []
     for line in EARLIER.read_text().splitlines() if EARLIER.is_file() else []:
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if line.startswith("| `") and (cells[0].strip("`"), cells[1]) not in skip:
+        if not line.startswith("| `"):
+            continue
+        preset, game, _, steps = (cell.strip() for cell in line.strip("|").split("|")[:4])
+        if (preset.strip("`"), game, round(int(steps.replace(",", "")), -5)) not in made:
             kept.append(line)
     return kept
 
 
+def earlier_text() -> list[str]:
+    """bench/learning_earlier.md's prose: how its rows were made."""
+    lines = EARLIER.read_text().splitlines()
+    return [line for line in lines if line and not line.startswith(("#", "|"))]
+
+
 def commands(groups: dict[tuple[str, str], list[dict]]) -> list[str]:
-    """The `bench/learning.py` commands that train the recorded runs, one per variant and
-    budget (the games and seeds trained to it)."""
-    made: dict[tuple[str, int], tuple[list[str], set[str], set[int]]] = {}
+    """The `bench/learning.py` commands that train the recorded runs: one per variant,
+    budget and set of seeds, with the games trained that way."""
+    games: dict[tuple[str, int, tuple[str, ...], tuple[int, ...]], list[str]] = {}
     for (variant, game), members in groups.items():
+        by_budget: dict[tuple[int, tuple[str, ...]], list[int]] = {}
         for record in members:
-            key = (variant, record["planned_env_steps"])
-            entry = made.setdefault(key, (record["overrides"], set(), set()))
-            entry[1].add(game)
-            entry[2].add(record["seed"])
+            key = (record["planned_env_steps"], tuple(record["overrides"]))
+            by_budget.setdefault(key, []).append(record["seed"])
+        for (budget, overrides), seeds in by_budget.items():
+            games.setdefault((variant, budget, overrides, tuple(seeds)), []).append(game)
     lines = []
-    for (variant, budget), (overrides, games, seeds) in sorted(made.items()):
+    for (variant, budget, overrides, seeds), trained in sorted(games.items()):
         preset, _, label = variant.partition("+")
-        variant_args = f" --label {label}" if label else ""
-        variant_args += "".join(f" --set {o}" for o in overrides)
-        lines.append(
-            f"python bench/learning.py --preset {preset}{variant_args} "
-            f"--games {' '.join(sorted(games))} --seeds {' '.join(map(str, sorted(seeds)))} "
-            f"--env-steps {budget}"
-        )
+        args = ["--preset", preset, *(["--label", label] if label else [])]
+        args += [word for o in overrides for word in ("--set", o)]
+        args += ["--games", *trained, "--seeds", *map(str, seeds), "--env-steps", str(budget)]
+        lines.append(shlex.join(["python", "bench/learning.py", *args]))
     return lines
 
 
 def report(runs: Path) -> None:
     """Refresh the records of every run under `runs`, then rewrite docs/learning.md (and
     the curves of every group with records) from all the records."""
-    for path in sorted(runs.glob("*-s*")):
-        if (path / "metrics.jsonl").is_file():
+    for path in sorted(runs.iterdir()) if runs.is_dir() else []:
+        if RUN_NAME.fullmatch(path.name) and (path / "metrics.jsonl").is_file():
             write_record(path)
     groups = read_records()
-    CURVES.mkdir(parents=True, exist_ok=True)
+    made = table_rows(groups)
+    earlier = earlier_rows(set(made))
+    machines = sorted({r["machine"] for members in groups.values() for r in members})
     lines = [
         "# Learning results",
         "",
         "What the presets learn on MinAtar, beside published figures. Made by",
-        "`bench/learning.py` (its docstring has the commands); every run is the Ray runtime on",
-        f"this machine: {machine()}. Returns are evaluation returns (`eval.jsonl`: the",
-        "evaluation protocol of the preset) at the last evaluation, mean ± standard deviation",
-        "across seeds, and the training return (the workers' last episodes, with their",
-        "exploration) beside it; the published figures are training returns.",
+        "`bench/learning.py` (the commands are under the table); every run is the Ray runtime",
+        f"on one machine ({'; '.join(machines) or machine()}). Returns are evaluation returns",
+        "(`eval.jsonl`: the evaluation protocol of the preset) at the last evaluation, mean ±",
+        "standard deviation across seeds, and the training return (the workers' last",
+        "episodes, with their exploration) beside it; the published figures are training",
+        "returns.",
         "",
         "| preset | game | seeds | env steps | evaluation return | training return | "
         "wall time | wall per 1M steps | learner busy | published | source, and how it differs "
         "| measured |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    variants: dict[str, list[str]] = {}
-    for (variant, game), members in groups.items():
-        variants[variant] = members[0]["overrides"]
-        algorithm = variant.split("+")[0].split("_")[-1]
-        published, source, differs = PUBLISHED.get((algorithm, game), (float("nan"), "-", "-"))
-        # a row at 1M env steps (every seed) and one at the longest budget any seed reached
-        longest = max((row[0] for r in members for row in r["metrics"]), default=0)
-        budgets = sorted({b for b in (1_000_000, round(longest, -5)) if b <= longest * SLACK})
-        for budget in budgets:
-            found = [f for record in members if (f := figures(record, budget))]
-            if not found:
-                continue
-            steps = min(f.env_steps for f in found)
-            wall = statistics.mean(f.wall_s for f in found)
-            lines.append(
-                f"| `{variant}` | {game} | {len(found)} | {steps:,} | "
-                f"{mean_std([f.final_eval for f in found])} | "
-                f"{mean_std([f.final_training for f in found])} | {wall / 60:.0f} min | "
-                f"{wall / 60 / (steps / 1e6):.1f} min | "
-                f"{100 * statistics.mean(f.learner_share for f in found):.0f}% | "
-                f"{published:g} | {source}: {differs} | "
-                f"{max(r['measured'] for r in members)} |"
-            )
-        figure = draw_curves([curves(record) for record in members])
-        save_png(figure, CURVES / f"{variant}-{game}.png")
-    earlier = earlier_rows(set(groups))
-    lines += earlier
-    lines += [
+        *made.values(),
+        *earlier,
         "",
         f"gymnax-blines' PPO at 10M steps, for comparison: {GYMNAX_PPO} "
         "(no sticky actions, episodes cut at 1,000 steps, an MLP on the flattened grid).",
     ]
-    for variant, overrides in variants.items():
-        if overrides:
-            settings = ", ".join(f"`{o}`" for o in overrides)
-            lines += ["", f"`{variant}` is `{variant.split('+')[0]}` with {settings}."]
-    lines += ["", "The commands that made the rows with a record:", "", "```", *commands(groups)]
-    lines += ["```"]
+    for (variant, _), members in groups.items():
+        settings = ", ".join(f"`{o}`" for o in members[0]["overrides"])
+        line = f"`{variant}` is `{preset_of(variant)}` with {settings}."
+        if settings and line not in lines:
+            lines += ["", line]
+    if groups:
+        lines += ["", "The commands that made the rows with a record:", "", "```"]
+        lines += [*commands(groups), "```"]
     if earlier:
-        lines += ["", *EARLIER.read_text().split("\n\n")[1:2]]  # how those rows were made
-    lines += [
-        "",
-        "Curves (training episode returns and evaluations, one color per seed):",
-        "",
-    ]
+        lines += ["", *earlier_text()]
+    CURVES.mkdir(parents=True, exist_ok=True)
+    for (variant, game), members in groups.items():
+        curves = [
+            curves_of(r["run"], expand(r["metrics"], METRICS), expand(r["evals"], EVALS))
+            for r in members
+        ]
+        save_png(draw_curves(curves), CURVES / f"{variant}-{game}.png")
+    lines += ["", "Curves (training episode returns and evaluations, one color per seed):", ""]
     lines += [f"![{p.stem}](learning/{p.name})" for p in sorted(CURVES.glob("*.png"))]
     if NOTES.is_file():
         lines += ["", NOTES.read_text().rstrip()]
@@ -416,8 +439,8 @@ def check_label(label: str | None, overrides: list[str]) -> None:
         raise SystemExit("--set needs --label: the name of this variant in the table")
     if label and not overrides:
         raise SystemExit(f"--label {label} names no variant: give its --set overrides")
-    if label and ("-" in label or "+" in label):
-        raise SystemExit(f"--label {label}: use letters, digits and '_' only")
+    if label and not re.fullmatch(r"[A-Za-z0-9_]+", label):
+        raise SystemExit(f"--label {label!r}: use letters, digits and '_' only")
 
 
 def main() -> None:
@@ -448,7 +471,7 @@ def main() -> None:
             for seed in args.seeds:
                 start = time.monotonic()
                 train(args.runs, variant, args.overrides, game, seed, args.env_steps)
-                write_record(args.runs / run_name(variant, game, seed), args.overrides)
+                write_record(args.runs / run_name(variant, game, seed))
                 print(f"{variant} {game} seed {seed}: {time.monotonic() - start:.0f} s")
     report(args.runs)
 

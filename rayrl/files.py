@@ -7,6 +7,7 @@ JSONL files stay line-parseable, whatever interrupts a write."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,3 +41,10 @@ def append_line(path: Path, line: str) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The rows of a JSONL file (metrics, evaluations), none when it does not exist."""
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

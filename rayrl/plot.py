@@ -8,13 +8,13 @@ Reads each run's `metrics.jsonl` (training episode returns, `worker/episode_retu
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rayrl.errors import UserError
+from rayrl.files import read_jsonl
 from rayrl.rundir import RunDirectory
 
 if TYPE_CHECKING:
@@ -34,24 +34,24 @@ class Curves:
     eval_maxs: list[float]
 
 
-def _rows(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def read_curves(run_dir: str | Path) -> Curves:
     run = RunDirectory.open(run_dir)
-    train = [r for r in _rows(run.metrics_path) if "worker/episode_return" in r]
-    evals = _rows(run.eval_path)
-    if not train and not evals:
+    curves = curves_of(run.root.name, read_jsonl(run.metrics_path), read_jsonl(run.eval_path))
+    if not curves.train_steps and not curves.eval_steps:
         raise UserError(f"run '{run.root}' has no training or evaluation returns recorded yet")
+    return curves
+
+
+def curves_of(label: str, metrics: list[dict], evals: list[dict]) -> Curves:
+    """The curves in a run's metrics and evaluation rows (as `metrics.jsonl` and
+    `eval.jsonl` hold them; null, a value that was not finite, is drawn as a gap)."""
+    train = [r for r in metrics if "worker/episode_return" in r]
 
     def values(rows: list[dict], key: str) -> list[float]:
-        return [math.nan if r[key] is None else r[key] for r in rows]  # null: not finite
+        return [math.nan if r[key] is None else r[key] for r in rows]
 
     return Curves(
-        label=run.root.name,
+        label=label,
         train_steps=values(train, "env_steps"),
         train_returns=values(train, "worker/episode_return"),
         eval_steps=values(evals, "env_steps"),

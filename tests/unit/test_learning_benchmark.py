@@ -1,0 +1,128 @@
+"""bench/learning.py's table: figures at a budget, rows replacing the rows measured before
+the records, the commands it lists, and the records' compact rows. The table is what the
+learning results are read from, so a wrong row would misreport them."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def learning():
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        yield importlib.import_module("learning")
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+
+
+def record(learning, seed=0, *, planned=1_000_000, scheduled=False, evals=(), game="Breakout"):
+    """A record with a metrics row every 50k env steps (wall 60 s per 100k, training return
+    = steps / 100k, learner busy 0.5) and evaluations (env steps, mean) as given."""
+    metrics = [
+        {
+            "env_steps": steps,
+            "run/wall_s": 0.6e-3 * steps,
+            "worker/episode_return": steps / 1e5,
+            "learner/utilization": 0.5,
+        }
+        for steps in range(50_000, planned + 1, 50_000)
+    ]
+    eval_rows = [
+        {"env_steps": s, "eval/return_mean": m, "eval/return_min": m, "eval/return_max": m}
+        for s, m in evals
+    ]
+    return {
+        "run": f"minatar_dqn-{game}-s{seed}",
+        "variant": "minatar_dqn",
+        "overrides": [],
+        "game": game,
+        "seed": seed,
+        "planned_env_steps": planned,
+        "budget_scheduled": scheduled,
+        "machine": "m",
+        "measured": "2026-11-25",
+        "evals": learning.columns(eval_rows, learning.EVALS),
+        "metrics": learning.columns(metrics, learning.METRICS),
+    }
+
+
+def test_figures_at_a_budget_use_the_evaluation_there_not_a_later_one(learning):
+    run = record(learning, planned=2_000_000, evals=[(1_000_064, 3.0), (2_000_128, 9.0)])
+    at_1m = learning.figures(run, 1_000_000)
+    assert at_1m.env_steps == 1_000_064
+    assert at_1m.final_eval == 3.0
+    assert at_1m.wall_s == pytest.approx(600.0)
+    assert at_1m.final_training == pytest.approx(7.75)  # the last 10 rows: 5.5 ... 10
+    assert at_1m.learner_share == 0.5
+    assert learning.figures(run, 2_000_000).final_eval == 9.0
+    assert learning.figures(run, 3_000_000) is None  # not reached
+
+
+def test_a_run_whose_schedules_span_its_budget_counts_only_at_that_budget(learning):
+    run = record(learning, planned=2_000_000, scheduled=True, evals=[(1_000_000, 3), (2e6, 9)])
+    assert learning.figures(run, 1_000_000) is None
+    assert learning.figures(run, 2_000_000).final_eval == 9
+
+
+def test_records_replace_the_earlier_rows_of_their_budget_only(learning, tmp_path, monkeypatch):
+    earlier = tmp_path / "earlier.md"
+    earlier.write_text(
+        "# t\n\nprose\n\n"
+        "| `minatar_dqn` | Breakout | 3 | 1,003,520 | 1.0 | x |\n"
+        "| `minatar_dqn` | Breakout | 1 | 5,001,216 | 2.0 | x |\n"
+    )
+    monkeypatch.setattr(learning, "EARLIER", earlier)
+    groups = {("minatar_dqn", "Breakout"): [record(learning, evals=[(1_000_064, 4.0)])]}
+    made = learning.table_rows(groups)
+    assert list(made) == [("minatar_dqn", "Breakout", 1_000_000)]
+    assert "| 1,000,064 | 4.0 |" in made["minatar_dqn", "Breakout", 1_000_000]
+    assert learning.earlier_rows(set(made)) == [
+        "| `minatar_dqn` | Breakout | 1 | 5,001,216 | 2.0 | x |"
+    ]
+    assert learning.earlier_text() == ["prose"]
+
+
+def test_seeds_across_one_row_give_mean_and_std(learning):
+    members = [record(learning, seed, evals=[(1_000_000, m)]) for seed, m in enumerate([2, 4])]
+    (row,) = learning.table_rows({("minatar_dqn", "Breakout"): members}).values()
+    assert "| 2 | 1,000,000 | 3.0 ± 1.4 |" in row
+
+
+def test_commands_name_only_the_games_and_seeds_that_ran_together(learning):
+    breakout = [record(learning, seed) for seed in (0, 1, 2)]
+    invaders = [record(learning, 0, planned=2_000_000, game="SpaceInvaders")]
+    for r in [*breakout, *invaders]:
+        r["variant"], r["overrides"] = "minatar_dqn+fast", ["algorithm.gamma=0.9"]
+    groups = {("minatar_dqn+fast", "Breakout"): breakout}
+    groups["minatar_dqn+fast", "SpaceInvaders"] = invaders
+    assert learning.commands(groups) == [
+        "python bench/learning.py --preset minatar_dqn --label fast --set algorithm.gamma=0.9 "
+        "--games Breakout --seeds 0 1 2 --env-steps 1000000",
+        "python bench/learning.py --preset minatar_dqn --label fast --set algorithm.gamma=0.9 "
+        "--games SpaceInvaders --seeds 0 --env-steps 2000000",
+    ]
+
+
+def test_compact_rows_keep_env_steps_exact_and_drop_what_a_row_lacked(learning):
+    rows = [{"env_steps": 700_064, "run/wall_s": 12.345678}, {"env_steps": 1, "run/wall_s": None}]
+    kept = learning.expand(learning.columns(rows, learning.METRICS), learning.METRICS)
+    assert kept == [{"env_steps": 700_064, "run/wall_s": 12.35}, {"env_steps": 1}]
+
+
+@pytest.mark.parametrize(
+    ("label", "overrides", "error"),
+    [
+        (None, ["algorithm.gamma=0.9"], "--set needs --label"),
+        ("fast", [], "names no variant"),
+        ("a-b", ["algorithm.gamma=0.9"], "letters, digits"),
+    ],
+)
+def test_a_variant_needs_a_plain_label_and_its_settings(learning, label, overrides, error):
+    with pytest.raises(SystemExit, match=error):
+        learning.check_label(label, overrides)
