@@ -56,9 +56,10 @@ RECORDS = ROOT / "bench" / "learning_records"
 EARLIER = ROOT / "bench" / "learning_earlier.md"
 """Table rows measured before the records existed (their runs were on a machine that is
 gone), each kept verbatim until the records give a row for its preset, game and budget."""
-VARIANT_FILE = "bench_variant.json"
-"""In a run directory: the variant's overrides, written when the run starts, so that its
-record (and a resume) knows them however the run directory is reached."""
+VARIANT_SUFFIX = ".variant.json"
+"""Beside a run directory (`<run>.variant.json`; rayrl starts a run only in an empty
+directory): the variant's overrides, written when the run starts, so that its record and a
+resume know them."""
 METRICS = ("env_steps", "run/wall_s", "worker/episode_return", "learner/utilization")
 EVALS = ("env_steps", "eval/return_mean", "eval/return_min", "eval/return_max")
 """The columns of the metrics and evaluation rows that a record keeps."""
@@ -190,8 +191,8 @@ def train(
         print(f"{path.name}: resuming at {done:,} env steps", flush=True)
         rayrl.train(resume=path, overrides=budget)
         return
-    path.mkdir(parents=True, exist_ok=True)
-    (path / VARIANT_FILE).write_text(json.dumps(overrides) + "\n")
+    runs.mkdir(parents=True, exist_ok=True)
+    variant_file(path).write_text(json.dumps(overrides) + "\n")
     rayrl.train(
         preset_of(variant),
         overrides=[
@@ -206,9 +207,13 @@ def train(
     )
 
 
+def variant_file(path: Path) -> Path:
+    return path.with_name(path.name + VARIANT_SUFFIX)
+
+
 def variant_overrides(path: Path) -> list[str]:
     """The overrides the run in `path` was started with (none for a preset's own run)."""
-    file = path / VARIANT_FILE
+    file = variant_file(path)
     return json.loads(file.read_text()) if file.is_file() else []
 
 
