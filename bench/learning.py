@@ -41,10 +41,10 @@ from pathlib import Path
 from common import machine
 
 import rayrl
-from rayrl.config import preset_names
+from rayrl.config import config_to_dict, preset_names
 from rayrl.files import atomic_path, read_jsonl
 from rayrl.plot import curves_of, draw_curves, save_png
-from rayrl.presets import load_config
+from rayrl.presets import config_from_dict, load_config
 from rayrl.rundir import RunDirectory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,6 +63,9 @@ resume know them."""
 METRICS = ("env_steps", "run/wall_s", "worker/episode_return", "learner/utilization")
 EVALS = ("env_steps", "eval/return_mean", "eval/return_min", "eval/return_max")
 """The columns of the metrics and evaluation rows that a record keeps."""
+SETTINGS = ("env", "algorithm", "learner", "workers")
+"""The config sections that make a run what it learns (`run.*` is its seed, budget and
+paths): a record keeps them, so that a row whose preset has changed since is caught."""
 NOTES = ROOT / "bench" / "learning_notes.md"
 """The hand-written reading of the table (targets met or missed, by how much, and why),
 placed under it in docs/learning.md."""
@@ -217,6 +220,38 @@ def variant_overrides(path: Path) -> list[str]:
     return json.loads(file.read_text()) if file.is_file() else []
 
 
+def settings(config: dict) -> dict[str, object]:
+    """The `SETTINGS` of a raw config, as dotted keys, with every default filled in."""
+    full = config_to_dict(config_from_dict(config))
+    flat: dict[str, object] = {}
+
+    def walk(prefix: str, value: object) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}", inner)
+        else:
+            flat[prefix] = value
+
+    for section in SETTINGS:
+        walk(section, full[section])
+    return flat
+
+
+def stale_settings(record: dict) -> list[str]:
+    """Where the run of `record` was trained otherwise than its preset and overrides train
+    now ("learner.lr: 0.0005, now 0.002"): its label would then misname it."""
+    game = [f"env.id=MinAtar/{record['game']}-v1"]
+    now = settings(
+        config_to_dict(load_config(preset_of(record["variant"]), [*record["overrides"], *game]))
+    )
+    then = record["settings"]
+    return [
+        f"{key}: {then.get(key)!r}, now {now.get(key)!r}"
+        for key in sorted(then.keys() | now.keys())
+        if then.get(key) != now.get(key)
+    ]
+
+
 def rounded(value: float | None) -> float | None:
     """Four significant digits (a record stays small); None for a value that is missing
     or not finite (the row is then read back without it)."""
@@ -250,6 +285,7 @@ def write_record(path: Path) -> None:
         "seed": int(name["seed"]),
         "planned_env_steps": saved["run"]["total_env_steps"],
         "budget_scheduled": budget_scheduled(saved),
+        "settings": settings(saved),
         "machine": machine(),
         "measured": datetime.date.fromtimestamp(metrics_file.stat().st_mtime).isoformat(),
         "evals": columns(read_jsonl(path / "eval.jsonl"), EVALS),
@@ -388,6 +424,14 @@ def report(runs: Path) -> None:
         if RUN_NAME.fullmatch(path.name) and (path / "metrics.jsonl").is_file():
             write_record(path)
     groups = read_records()
+    for record in (r for members in groups.values() for r in members):
+        if stale := stale_settings(record):
+            raise SystemExit(
+                f"bench/learning_records/{record['run']}.json: its run was trained with other "
+                f"settings than `{record['variant']}` gives now ({'; '.join(stale)}); give the "
+                "record (and its run's .variant.json) the overrides that name it, and another "
+                "--label"
+            )
     made = table_rows(groups)
     earlier = earlier_rows(set(made))
     machines = sorted({r["machine"] for members in groups.values() for r in members})

@@ -126,3 +126,28 @@ def test_compact_rows_keep_env_steps_exact_and_drop_what_a_row_lacked(learning):
 def test_a_variant_needs_a_plain_label_and_its_settings(learning, label, overrides, error):
     with pytest.raises(SystemExit, match=error):
         learning.check_label(label, overrides)
+
+
+def test_a_record_whose_preset_changed_since_is_caught(learning):
+    """A row is labeled by its preset and overrides; if the preset changes after the run,
+    the label would misname the run, so the report refuses it and says what changed."""
+    from rayrl.config import config_to_dict
+    from rayrl.presets import load_config
+
+    game = ["env.id=MinAtar/SpaceInvaders-v1"]
+    trained = config_to_dict(load_config("minatar_ppo", ["learner.lr=0.0001", *game]))
+    run = {
+        "variant": "minatar_ppo+ent",
+        "overrides": ["algorithm.entropy_coef=0.03"],
+        "game": "SpaceInvaders",
+        "settings": learning.settings(trained),
+    }
+    now = load_config("minatar_ppo").learner.lr
+    assert learning.stale_settings(run) == [
+        "algorithm.entropy_coef: 0.01, now 0.03",
+        f"learner.lr: 0.0001, now {now!r}",
+    ]
+    run["settings"] = learning.settings(
+        config_to_dict(load_config("minatar_ppo", ["algorithm.entropy_coef=0.03", *game]))
+    )
+    assert learning.stale_settings(run) == []
