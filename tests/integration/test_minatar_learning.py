@@ -3,15 +3,15 @@ the Ray runtime, must reach an evaluation return well above a random policy's.
 
 A uniformly random policy (sticky actions 0.1, 100 episodes) scores 0.40 on
 MinAtar/Breakout-v1 (std 0.62, 95th percentile 1; the mean of 20 such episodes has a
-standard deviation of 0.14). Measured on this 2-core machine (seed 0, 10 evaluation
-episodes): PPO evaluated 4.1 at 200k env steps (6k env steps/s), IMPALA 3.0 at 400k (8k
+standard deviation of 0.14). Measured on this 2-core machine (seed 0): PPO evaluated 3.2 at
+150k env steps (20 evaluation episodes, 6k env steps/s), IMPALA 3.0 at 400k (10 episodes, 8k
 env steps/s); their target is 3 (a paddle that returns the ball a few times), their budgets
 more than twice that. DQN with the paper's one update per env step runs at about 230 env
-steps/s here (a batch-32 update of the small CNN costs about 6 ms on this CPU), too slow
-for CI: its test keeps the preset's network, optimizer and loss and changes only the pace
-(4x fewer updates per insert, a shorter warm-up and exploration schedule, a faster target
-copy), all named in the test; it evaluated 1.55 at 60k and 2.35 at 70k env steps, so its
-target is 1.5 (3.75 times the random policy's mean) within 150k.
+steps/s here (a batch-32 update of the small CNN costs about 6 ms on this CPU), too slow for
+CI: its test keeps the preset's network, optimizer and loss and changes only the pace (4x
+fewer updates per insert, a shorter warm-up and exploration schedule, a faster target copy),
+all named in the test; it evaluated 1.55 at 60k and 2.35 at 70k env steps, so its target is
+1.5 (3.75 times the random policy's mean) within 150k.
 """
 
 from __future__ import annotations
