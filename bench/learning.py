@@ -44,7 +44,7 @@ import rayrl
 from rayrl.config import config_to_dict, preset_names
 from rayrl.files import atomic_path, read_jsonl
 from rayrl.plot import curves_of, draw_curves, save_png
-from rayrl.presets import config_from_dict, load_config
+from rayrl.presets import load_config, saved_config
 from rayrl.rundir import RunDirectory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -221,8 +221,9 @@ def variant_overrides(path: Path) -> list[str]:
 
 
 def settings(config: dict) -> dict[str, object]:
-    """The `SETTINGS` of a raw config, as dotted keys, with every default filled in."""
-    full = config_to_dict(config_from_dict(config))
+    """The `SETTINGS` of a run's saved config (in today's layout, every default filled in),
+    as dotted keys."""
+    full = config_to_dict(saved_config(config))
     flat: dict[str, object] = {}
 
     def walk(prefix: str, value: object) -> None:
@@ -239,16 +240,21 @@ def settings(config: dict) -> dict[str, object]:
 
 def stale_settings(record: dict) -> list[str]:
     """Where the run of `record` was trained otherwise than its preset and overrides train
-    now ("learner.lr: 0.0005, now 0.002"): its label would then misname it."""
+    now ("learner.lr: 0.0005, now 0.002"): its label would then misname it. Only the
+    settings the run had are compared, so a field added to the config since is no change."""
+    if "settings" not in record:
+        raise SystemExit(
+            f"bench/learning_records/{record['run']}.json keeps no settings (it predates them): "
+            "run `--report` where its run directory is, to write them"
+        )
     game = [f"env.id=MinAtar/{record['game']}-v1"]
     now = settings(
         config_to_dict(load_config(preset_of(record["variant"]), [*record["overrides"], *game]))
     )
-    then = record["settings"]
     return [
-        f"{key}: {then.get(key)!r}, now {now.get(key)!r}"
-        for key in sorted(then.keys() | now.keys())
-        if then.get(key) != now.get(key)
+        f"{key}: {then!r}, now {now.get(key)!r}"
+        for key, then in sorted(record["settings"].items())
+        if now.get(key) != then
     ]
 
 

@@ -5,6 +5,8 @@ learning results are read from, so a wrong row would misreport them."""
 from __future__ import annotations
 
 import importlib
+import json
+import re
 import sys
 
 import pytest
@@ -128,7 +130,7 @@ def test_a_variant_needs_a_plain_label_and_its_settings(learning, label, overrid
         learning.check_label(label, overrides)
 
 
-def test_a_record_whose_preset_changed_since_is_caught(learning):
+def test_a_record_whose_preset_changed_since_is_refused(learning, tmp_path, monkeypatch):
     """A row is labeled by its preset and overrides; if the preset changes after the run,
     the label would misname the run, so the report refuses it and says what changed."""
     from rayrl.config import config_to_dict
@@ -137,17 +139,26 @@ def test_a_record_whose_preset_changed_since_is_caught(learning):
     game = ["env.id=MinAtar/SpaceInvaders-v1"]
     trained = config_to_dict(load_config("minatar_ppo", ["learner.lr=0.0001", *game]))
     run = {
+        **record(learning, game="SpaceInvaders"),
+        "run": "minatar_ppo+ent-SpaceInvaders-s0",
         "variant": "minatar_ppo+ent",
         "overrides": ["algorithm.entropy_coef=0.03"],
-        "game": "SpaceInvaders",
         "settings": learning.settings(trained),
     }
     now = load_config("minatar_ppo").learner.lr
-    assert learning.stale_settings(run) == [
-        "algorithm.entropy_coef: 0.01, now 0.03",
-        f"learner.lr: 0.0001, now {now!r}",
-    ]
-    run["settings"] = learning.settings(
-        config_to_dict(load_config("minatar_ppo", ["algorithm.entropy_coef=0.03", *game]))
-    )
+    stale = ["algorithm.entropy_coef: 0.01, now 0.03", f"learner.lr: 0.0001, now {now!r}"]
+    assert learning.stale_settings(run) == stale
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / f"{run['run']}.json").write_text(json.dumps(run))
+    monkeypatch.setattr(learning, "RECORDS", records)
+    monkeypatch.setattr(learning, "DOC", tmp_path / "learning.md")
+    with pytest.raises(SystemExit, match=re.escape("learner.lr: 0.0001")):
+        learning.report(tmp_path / "no runs")
+    assert not (tmp_path / "learning.md").exists()
+
+    exact = load_config("minatar_ppo", ["algorithm.entropy_coef=0.03", *game])
+    run["settings"] = json.loads(json.dumps(learning.settings(config_to_dict(exact))))
+    assert learning.stale_settings(run) == []
+    del run["settings"]["learner.lr"]  # a field added to the config since is no change
     assert learning.stale_settings(run) == []
