@@ -162,3 +162,11 @@ def test_a_record_whose_preset_changed_since_is_refused(learning, tmp_path, monk
     assert learning.stale_settings(run) == []
     del run["settings"]["learner.lr"]  # a field added to the config since is no change
     assert learning.stale_settings(run) == []
+
+
+def test_a_record_without_settings_is_named(learning):
+    run = record(learning)
+    with pytest.raises(
+        SystemExit, match=re.escape("minatar_dqn-Breakout-s0.json keeps no settings")
+    ):
+        learning.stale_settings(run)
