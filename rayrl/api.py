@@ -97,6 +97,7 @@ def train(
     address: str | None = None,
     dashboard: bool = False,
     started_at: float | None = None,
+    trust_env: bool = False,
 ) -> TrainResult:
     """Train until a stop condition and return how the run ended.
 
@@ -115,28 +116,63 @@ def train(
             1 GB of memory, so it is off by default).
         started_at: `time.time()` at which the user started the run; time-to-target and time
             budgets count from it (default: now).
+        trust_env: let `resume` build a "module:EnvId" env named in the run's saved config
+            (which imports that module, running its code); refused without it.
+
+    Nothing is written into the run directory until the pre-flight checks pass (a resume
+    they refuse leaves its config and metrics as they were; a new run they refuse leaves no
+    directory behind).
     """
     started_at = time.time() if started_at is None else started_at
     config, run_dir = resolve(config, overrides, resume, resume_if_exists)
     if run_dir is None:
         validate(config)
-        run_dir = RunDirectory.create(config, f"{_label(config)}")
+        try:
+            run_dir = RunDirectory.create(config, f"{_label(config)}")
+        except OSError as error:
+            raise UserError(
+                f"run.runs_dir={config.run.runs_dir!r}: cannot create a run directory there "
+                f"({error.strerror or error}); choose a directory this user can write to"
+            ) from None
         payload: dict[str, Any] | None = None
         counters = Counters()
     else:
-        run_dir.lock()
+        if resume is not None:  # resume_if_exists: the user's own config names the env
+            check_trusted_env(config, f"run directory '{run_dir.root}'", trust_env)
+        try:
+            run_dir.lock()
+        except OSError as error:
+            raise UserError(
+                f"cannot write into the run directory {run_dir.root}: "
+                f"{error.strerror or error}"
+            ) from None
         try:
             payload, counters = resume_point(run_dir, config)
             validate(config, payload)
-            run_dir.write_config(config)
-            run_dir.cut_back(counters.env_steps)
         except BaseException:
             run_dir.release()
             raise
     try:
         return _train(config, run_dir, payload, counters, started_at, address, dashboard)
+    except UserError:
+        run_dir.remove_if_unused()  # a new run refused by a pre-flight check
+        raise
     finally:
         run_dir.release()
+
+
+def check_trusted_env(config: Config, source: str, trust_env: bool) -> None:
+    """Refuse a config read from a file (a run directory, a checkpoint) whose env id is
+    "module:EnvId" unless `trust_env`: building that env imports the module, which runs its
+    code, and such a file may have come from anyone."""
+    for key, env_id in (("env.id", config.env.id), ("env.eval_id", config.env.eval_id)):
+        if env_id is not None and ":" in env_id and not trust_env:
+            module = env_id.split(":")[0]
+            raise UserError(
+                f"{source} names {key}={env_id!r}, which imports the module '{module}' "
+                "(running its code) to build the env; if you trust where it came from, pass "
+                "--trust-env (trust_env=True in Python)"
+            )
 
 
 def resume_point(run_dir: RunDirectory, config: Config) -> tuple[dict[str, Any] | None, Counters]:
@@ -184,7 +220,7 @@ def _train(
             from rayrl.ray.runtime import train_ray
 
             result = train_ray(config, session, payload, address=address, dashboard=dashboard)
-        exit_code = result.stop_reason.exit_code
+        exit_code = result.exit_code
         return result
     except UserError:
         exit_code = 2  # what the CLI exits with
@@ -227,14 +263,7 @@ def evaluate(
     checkpoint = checkpoint_path(path, which)
     payload = load_checkpoint(checkpoint)
     config = saved_config(payload["config"])
-    for key, env_id in (("env.id", config.env.id), ("env.eval_id", config.env.eval_id)):
-        if env_id is not None and ":" in env_id and not trust_env:
-            module = env_id.split(":")[0]
-            raise UserError(
-                f"checkpoint '{checkpoint}' names {key}={env_id!r}, which imports the module "
-                f"'{module}' (running its code) to build the env; if you trust where the "
-                "checkpoint came from, pass --trust-env (trust_env=True in Python)"
-            )
+    check_trusted_env(config, f"checkpoint '{checkpoint}'", trust_env)
     check_env(config.env)
     run = config.run
     evaluator = Evaluator(config.env, config.algorithm, episodes, run.seed)

@@ -98,6 +98,12 @@ def main() -> None:
 @click.option(
     "--dashboard", is_flag=True, help="Start the Ray dashboard with the local Ray (off: faster)."
 )
+@click.option(
+    "--trust-env",
+    is_flag=True,
+    help="With --resume: build a 'module:EnvId' env named in the run's saved config (this "
+    "imports the module, running its code).",
+)
 @_user_errors
 def train(
     config: str | None,
@@ -107,6 +113,7 @@ def train(
     runtime: str | None,
     address: str | None,
     dashboard: bool,
+    trust_env: bool,
 ) -> None:
     """Train an agent (default: DQN on CartPole with the Ray runtime)."""
     started_at = time.time()
@@ -129,6 +136,7 @@ def train(
             address=address,
             dashboard=dashboard,
             started_at=started_at,
+            trust_env=trust_env,
         )
     except KeyboardInterrupt:  # while it started, or a second one while it ended: at once
         click.echo("stopped: interrupted, without a final checkpoint", err=True)
@@ -154,7 +162,9 @@ def train(
     if learner:
         click.echo(f"learner ran on Ray node {learner['node_id'][:12]}, device {learner['device']}")
     click.echo(f"run directory: {result.run_dir}")
-    sys.exit(result.stop_reason.exit_code)
+    for problem in result.problems:
+        click.echo(f"warning: {problem}")
+    sys.exit(result.exit_code)
 
 
 @main.command("show-config")

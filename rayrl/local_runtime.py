@@ -140,23 +140,34 @@ class LocalRuntime:
             self._checkpoint(best=True)
         return result
 
-    def _checkpoint(self, best: bool = False, periodic: bool = False) -> None:
+    def _checkpoint(self, best: bool = False, periodic: bool = False) -> bool:
+        """Save the learner (and the replay beside it, unless `best`); whether the replay
+        was saved (True when it was not asked for)."""
+        replay_saved = True
         if self.persist and not best:
             path = self.session.run_dir.replay_path
             save = functools.partial(as_persistent(self.store).save, path)
-            self.session.storage.write("replay", f"the replay to {path}", save)
+            replay_saved = self.session.storage.write("replay", f"the replay to {path}", save)
         self.session.save_checkpoint(
             self.learner.state_dict(), self.learner.get_weights(), best=best, periodic=periodic
         )
+        return replay_saved
 
     # ---- the end (rayrl.run_policy.RunEnd) -------------------------------------------------
 
+    def stop_sampling(self) -> None:
+        """Nothing runs between rounds: sampling and learning stopped with the last one."""
+
     def final_evaluation(self) -> EvalResult | None:
+        if self.session.evaluated_now():
+            logger.info("the weights at these env steps are evaluated already")
+            return self.session.last_eval
         return self._evaluate()
 
     def final_checkpoint(self, periodic: bool) -> None:
         self.session.counters.updates = self.learner.updates
-        self._checkpoint(periodic=periodic)
+        if not self._checkpoint(periodic=periodic):
+            self.session.replay_not_saved("its save failed")
 
     def store_stats(self) -> StoreStats | None:
         return self.store.stats()
@@ -171,6 +182,7 @@ def train_local(
     config: Config, session: TrainingSession, resume: dict[str, Any] | None
 ) -> TrainResult:
     """Train in this process until a stop condition; Ctrl-C stops after a checkpoint."""
+    session.begin()
     runtime = LocalRuntime(config, session, resume)
     try:
         reason = run_until_stopped(session, runtime.round)

@@ -21,7 +21,7 @@ from typing import Protocol
 from tqdm import tqdm
 
 from rayrl.config import Config, config_to_dict
-from rayrl.errors import ConfigError
+from rayrl.errors import ConfigError, failure_of
 from rayrl.files import append_line
 from rayrl.rundir import RunDirectory, json_line
 from rayrl.storage import Storage
@@ -40,23 +40,45 @@ class Recorder(Protocol):
 
 
 class JsonlRecorder:
-    """One JSON object per record: `env_steps`, `time_s` and the metrics. Appends, so a
-    resumed run continues the same file; each line is written whole or not at all, through
-    `storage` (retried, and counted when it fails)."""
+    """One JSON object per row: `env_steps`, `time_s` and the metrics. Appends, so a resumed
+    run continues the same file; each line is written whole or not at all, through `storage`
+    (retried, and counted when it fails).
+
+    The file's order is a property a reader may rely on: `env_steps` strictly increases from
+    row to row, so each metric appears at most once per env-step count, in order, without
+    sorting. `env_steps` is the run's clock when a row is recorded (an evaluation row says
+    which weights it evaluated in `eval/env_steps`). Records at the same count (a log row and
+    an evaluation that ended in the same round, or log rows while no experience arrives) are
+    merged into one row, the newer values winning; so a row is written once a later count is
+    recorded, or when the recorder closes. A resumed run's rows start at its checkpoint's
+    count, and `RunDirectory.cut_back` has dropped the rows from that count on.
+    """
 
     def __init__(self, path: Path, storage: Storage, time_offset_s: float = 0.0) -> None:
         self.path = path
         self.storage = storage
         self._start = time.perf_counter() - time_offset_s
+        self._held: dict[str, float] | None = None
+        """The row at the newest count, not yet written."""
 
     def record(self, metrics: Mapping[str, float], env_steps: int) -> None:
-        row = {"env_steps": env_steps, "time_s": round(time.perf_counter() - self._start, 3)}
-        line = json_line({**row, **metrics})
-        append = functools.partial(append_line, self.path, line)
-        self.storage.write("metrics", f"a line of {self.path.name}", append)
+        held = self._held
+        if held is not None and env_steps > held["env_steps"]:
+            self._write(held)
+            held = None
+        if held is None:
+            held = self._held = {"env_steps": env_steps, "time_s": 0.0}
+        held["time_s"] = round(time.perf_counter() - self._start, 3)
+        held.update(metrics)
+
+    def _write(self, row: Mapping[str, float]) -> None:
+        append = functools.partial(append_line, self.path, json_line(dict(row)))
+        self.storage.write("metrics", f"a line of {self.path}", append)
 
     def close(self, exit_code: int = 0) -> None:
-        pass  # every line is written when recorded
+        if self._held is not None:
+            self._write(self._held)
+            self._held = None
 
 
 class ConsoleRecorder:
@@ -210,8 +232,12 @@ class Recorders:
         for recorder in self.recorders:
             try:
                 recorder.close(exit_code)
-            except Exception:
-                logger.exception("closing recorder %s failed", type(recorder).__name__)
+            except Exception as error:
+                logger.error(
+                    "closing recorder %s failed: %s",
+                    type(recorder).__name__,
+                    failure_of(error).cause,
+                )
 
 
 def make_recorders(

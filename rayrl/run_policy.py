@@ -83,6 +83,16 @@ class TrainResult:
     """With several learners: a hash of each one's parameters at the end (they must agree)."""
     failure: str | None = None
     """Why a failed run failed, in one line."""
+    problems: list[str] = field(default_factory=list)
+    """What the end of the run could not save (the final checkpoint, the final replay), each
+    in one line saying what is on disk instead."""
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit status (also W&B's): the stop reason's, but 1 instead of 0 when
+        something the end of the run should have saved is missing (`problems`)."""
+        code = self.stop_reason.exit_code
+        return 1 if code == 0 and self.problems else code
 
 
 def stop_reason(session: TrainingSession) -> StopReason | None:
@@ -168,13 +178,19 @@ def run_until_stopped(
 class RunEnd(Protocol):
     """What a runtime does at the end of a run, when `finish_run` asks."""
 
+    def stop_sampling(self) -> None:
+        """Ask for no more experience or updates, and let the calls in progress finish."""
+        ...
+
     def final_evaluation(self) -> EvalResult | None:
         """Evaluate the newest weights and record it (`session.record_eval`, which may save
         `best.pt`); None when no evaluation could be made."""
         ...
 
     def final_checkpoint(self, periodic: bool) -> None:
-        """Save the learner to `latest.pt` (and as a periodic checkpoint when `periodic`)."""
+        """Save the learner to `latest.pt` (and as a periodic checkpoint when `periodic`),
+        with the replay beside it when the run keeps it; what could not be saved goes to
+        `session.end_problems`."""
         ...
 
     def store_stats(self) -> StoreStats | None:
@@ -183,8 +199,12 @@ class RunEnd(Protocol):
 
 
 def finish_run(session: TrainingSession, reason: StopReason, end: RunEnd) -> TrainResult:
-    """End the run in the policy's order and return its result."""
+    """End the run in the policy's order and return its result. Every error from here on
+    goes through the same end: one that stops the sampling (a save that reaches the storage
+    error limit, an actor past its restart limit) makes the run a failure, and the final
+    checkpoint is still written."""
     try:
+        reason = _stop_sampling(session, reason, end)
         final_eval = _end(session, reason, end)
     except KeyboardInterrupt:
         logger.warning(
@@ -207,7 +227,41 @@ def finish_run(session: TrainingSession, reason: StopReason, end: RunEnd) -> Tra
         figures=session.stats.figures(),
         learner_digests=session.learner_digests,
         failure=failure.cause if failure is not None else None,
+        problems=[*session.end_problems, *_missing_checkpoint(session)],
     )
+
+
+def _stop_sampling(session: TrainingSession, reason: StopReason, end: RunEnd) -> StopReason:
+    """`end.stop_sampling()`; an error there is the run's failure (unless it failed or was
+    interrupted already), said in one line."""
+    try:
+        end.stop_sampling()
+    except Exception as error:
+        failure = failure_of(error)
+        logger.error("while stopping: %s", failure.cause)
+        if reason not in (StopReason.FAILED, StopReason.INTERRUPTED):
+            session.failure = failure
+            return StopReason.FAILED
+    return reason
+
+
+def _missing_checkpoint(session: TrainingSession) -> list[str]:
+    """One line when the final checkpoint should be on disk and is not, naming what is."""
+    failure = session.failure
+    if failure is not None and not failure.state_sound:
+        return []  # not written on purpose (said when it was skipped)
+    stopped_at = session.counters.env_steps
+    if session.saved_env_steps == stopped_at:
+        return []
+    latest = session.run_dir.latest_checkpoint
+    on_disk = "no checkpoint is on disk"
+    if session.saved_env_steps is not None:
+        on_disk = f"{latest} is from {session.saved_env_steps:,} env steps"
+    elif latest.is_file():
+        on_disk = f"{latest} is the one the run resumed from"
+    problem = f"the final checkpoint (at {stopped_at:,} env steps) was not written; {on_disk}"
+    logger.error("%s", problem)
+    return [problem]
 
 
 def _end(session: TrainingSession, reason: StopReason, end: RunEnd) -> EvalResult | None:

@@ -3,8 +3,10 @@
 RUN_DIR/
   .lock                held (flock) by the process that trains in the directory
   config.yaml          resolved config (also embedded in every checkpoint)
-  metrics.jsonl        one JSON object per record: env_steps, time_s, namespaced metrics
-  eval.jsonl           one JSON object per evaluation
+  metrics.jsonl        one JSON object per row: env_steps (the run's clock, strictly
+                       increasing from row to row), time_s, namespaced metrics
+  eval.jsonl           one JSON object per evaluation, env_steps of the weights evaluated
+                       (strictly increasing)
   checkpoints/
     latest.pt          the newest checkpoint (what --resume continues from)
     best.pt            the checkpoint with the best evaluation return
@@ -16,6 +18,7 @@ RUN_DIR/
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -27,7 +30,7 @@ from typing import IO, Any
 
 from rayrl.config import Config, config_to_yaml, read_source
 from rayrl.errors import UserError
-from rayrl.files import append_line, atomic_path
+from rayrl.files import append_line, atomic_path, read_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +41,8 @@ class RunDirectory:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._lock: IO[str] | None = None
+        self.created = False
+        """Made by this process for a new run (`create`)."""
 
     @classmethod
     def create(cls, config: Config, label: str) -> RunDirectory:
@@ -73,7 +78,19 @@ class RunDirectory:
         except BaseException:
             run.release()
             raise
+        run.created = True
         return run
+
+    def remove_if_unused(self) -> None:
+        """Remove the directory that `create` made for a run refused by a pre-flight check,
+        if nothing but its config and lock is in it: a refused run leaves nothing behind."""
+        unused = {LOCK, self.config_path.name}
+        if self.created and all(path.name in unused for path in self.root.iterdir()):
+            self.release()
+            for name in unused:
+                (self.root / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                self.root.rmdir()
 
     @classmethod
     def open(cls, path: str | Path) -> RunDirectory:
@@ -118,10 +135,16 @@ class RunDirectory:
             self._lock = None
 
     def cut_back(self, env_steps: int) -> None:
-        """Drop the metrics and evaluation rows recorded after `env_steps` (a resume goes on
-        from the checkpoint at `env_steps`: the rows after it would appear twice), and any
-        line a killed process left half-written. Each file is replaced atomically."""
-        for path in (self.metrics_path, self.eval_path):
+        """Go back to the checkpoint at `env_steps` that a resumed run continues from: drop
+        the rows recorded from that count on in metrics.jsonl (its `env_steps` is the clock
+        when a row was recorded: the resumed run records them again), the evaluations of
+        weights newer than the checkpoint in eval.jsonl (its `env_steps` is the evaluated
+        weights' count; those up to the checkpoint are history the resumed run shares), and
+        any line a killed process left half-written. A run started again from the beginning
+        (`env_steps` 0) keeps nothing. Each file is replaced atomically."""
+        keep = {self.metrics_path: lambda row: row < env_steps}
+        keep[self.eval_path] = lambda row: env_steps > 0 and row <= env_steps
+        for path, kept_row in keep.items():
             if not path.is_file():
                 continue
             kept, dropped = [], 0
@@ -131,7 +154,7 @@ class RunDirectory:
                 except json.JSONDecodeError:
                     dropped += 1
                     continue
-                if row.get("env_steps", 0) <= env_steps:
+                if kept_row(row.get("env_steps", 0)):
                     kept.append(line + "\n")
                 else:
                     dropped += 1
@@ -139,11 +162,16 @@ class RunDirectory:
                 with atomic_path(path) as tmp:
                     tmp.write_text("".join(kept))
                 logger.info(
-                    "%s: %d rows after %d env steps dropped (the run goes on from there)",
+                    "%s: %d rows from %d env steps on dropped (the run goes on from there)",
                     path.name,
                     dropped,
                     env_steps,
                 )
+
+    def last_evaluated_env_steps(self) -> int | None:
+        """The env-step count of the weights that eval.jsonl evaluated last, if any."""
+        rows = read_jsonl(self.eval_path)
+        return int(rows[-1]["env_steps"]) if rows else None
 
     @property
     def config_path(self) -> Path:

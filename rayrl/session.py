@@ -21,7 +21,7 @@ from rayrl.checkpoint import save_checkpoint
 from rayrl.config import Config, config_to_dict
 from rayrl.contract import StoreKind
 from rayrl.core import EvalResult, ModelInfo, StoreStats
-from rayrl.errors import Failure
+from rayrl.errors import Failure, UserError
 from rayrl.recorders import Recorders
 from rayrl.rundir import RunDirectory
 from rayrl.stats import RunStats
@@ -92,6 +92,27 @@ class TrainingSession:
         self.learner_digests: list[str] = []
         self.failure: Failure | None = None
         """The error the run stopped on, if any."""
+        self.evaluated_env_steps: int | None = None
+        """The env-step count of the weights evaluated last (see `begin`)."""
+        self.saved_env_steps: int | None = None
+        """The env-step count of the newest `latest.pt` this segment wrote."""
+        self.end_problems: list[str] = []
+        """What the end of the run could not save besides `latest.pt`, one line each."""
+
+    def begin(self) -> None:
+        """The pre-flight checks passed and training begins: save the run's config and cut
+        its metrics files back to the checkpoint it continues from. Nothing is written into
+        the run directory before (the recorders hold their rows until they are recorded), so
+        a run refused by a check leaves a resumed run's directory as it was."""
+        try:
+            self.run_dir.write_config(self.config)
+            self.run_dir.cut_back(self.counters.env_steps)
+        except OSError as error:
+            raise UserError(
+                f"cannot write into the run directory {self.run_dir.root}: "
+                f"{error.strerror or error}"
+            ) from None
+        self.evaluated_env_steps = self.run_dir.last_evaluated_env_steps()
 
     # ---- time ------------------------------------------------------------------------------
 
@@ -143,19 +164,26 @@ class TrainingSession:
         interval = self.config.logging.video_interval_evals
         return interval is not None and self.counters.evaluations % interval == 0
 
-    def record_eval(self, result: EvalResult, env_steps: int) -> bool:
-        """Record an evaluation made at `env_steps`; True if it is the best so far."""
+    def record_eval(self, result: EvalResult, evaluated_env_steps: int) -> bool:
+        """Record an evaluation of the weights at `evaluated_env_steps`; True if it is the
+        best so far. Its metrics row is stamped with the run's clock (`counters.env_steps`,
+        now: the evaluation may have run while training went on), so that metrics.jsonl stays
+        in env-step order, and says which weights it evaluated in `eval/env_steps`; eval.jsonl
+        and the video are stamped with the evaluated weights' count."""
         self.last_eval = result
+        self.evaluated_env_steps = evaluated_env_steps
         self.counters.evaluations += 1
         metrics = result.summary()
         metrics["eval/policy_version"] = float(result.policy_version)
-        self.recorders.record(metrics, env_steps)
+        self.recorders.record(
+            {**metrics, "eval/env_steps": evaluated_env_steps}, self.counters.env_steps
+        )
         if result.video is not None:
-            path = self.run_dir.video_path(env_steps)
+            path = self.run_dir.video_path(evaluated_env_steps)
             save = functools.partial(self.run_dir.save_video, result.video, path)
             if self.storage.write("videos", f"the video {path.name}", save):
-                self.recorders.record_video(path, env_steps)
-        record = {"env_steps": env_steps, "wall_s": round(self.wall_s, 3), **metrics}
+                self.recorders.record_video(path, self.counters.env_steps)
+        record = {"env_steps": evaluated_env_steps, "wall_s": round(self.wall_s, 3), **metrics}
         self.evaluations.append(record)
         append = functools.partial(self.run_dir.append_eval, record)
         self.storage.write("evaluations", "a line of eval.jsonl", append)
@@ -167,6 +195,22 @@ class TrainingSession:
         if improved:
             self.counters.best_eval_return = result.mean
         return improved
+
+    def evaluated_now(self) -> bool:
+        """Whether the newest evaluation (this segment's, or the last in eval.jsonl) is of the
+        weights at the current env-step count: a final evaluation would repeat it, and write
+        a second row at the same count."""
+        return self.evaluated_env_steps == self.counters.env_steps
+
+    def replay_not_saved(self, cause: str) -> None:
+        """Say in one line, and keep for the exit status, that the replay asked for beside
+        the final checkpoint was not saved, and what is on disk instead."""
+        on_disk = "an earlier one" if self.run_dir.replay_path.is_file() else "none"
+        message = (
+            f"the replay was not saved with the final checkpoint ({cause}); {on_disk} is on disk"
+        )
+        logger.error("%s", message)
+        self.end_problems.append(message)
 
     def save_checkpoint(
         self,
@@ -211,5 +255,7 @@ class TrainingSession:
         if periodic and len(saved) == len(targets):
             for old in self.run_dir.periodic_checkpoints()[: -self.config.run.keep_checkpoints]:
                 old.unlink(missing_ok=True)
+        if self.run_dir.latest_checkpoint in saved:
+            self.saved_env_steps = self.counters.env_steps
         if saved:
             logger.info("checkpoint saved at %d env steps: %s", self.counters.env_steps, saved)

@@ -110,6 +110,12 @@ class Dispatcher:
             pending.on_value(value)
         return len(ready)
 
+    def is_pending(self, ref: Any) -> bool:
+        """Whether `ref`'s handlers may still run: it has not resolved (or not been
+        dispatched: an interrupt can land between the two) and its life lasts."""
+        pending = self._pending.get(ref)
+        return pending is not None and (pending.life is None or pending.life.alive)
+
     def get(self, ref: Any) -> Any:
         """The value of a call known to have finished (such as published weights)."""
         return self._get(ref)

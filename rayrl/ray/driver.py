@@ -24,7 +24,8 @@ from rayrl.algorithms import ALGORITHMS
 from rayrl.checkpoint import load_checkpoint, to_torch_tree, warm_start
 from rayrl.config import Config
 from rayrl.core import EvalResult, ModelInfo, StoreStats
-from rayrl.ray.dispatcher import Deaths, Dispatcher, Life
+from rayrl.errors import RunFailedError
+from rayrl.ray.dispatcher import Deaths, Dispatcher
 from rayrl.ray.evaluator import EvaluatorSupervisor
 from rayrl.ray.factory import ActorFactory
 from rayrl.ray.learner_service import LearnerStart
@@ -104,7 +105,8 @@ class RayDriver:
         self.evaluator = EvaluatorSupervisor(
             factory, self.dispatcher, deaths, stats, config.run.eval_timeout_s, faults
         )
-        self._checkpoint_life: Life | None = None
+        self._checkpoint_ref: Any = None
+        """The learner state asked for the periodic checkpoint under way, if any."""
 
     # ---- set-up ------------------------------------------------------------------------------
 
@@ -160,7 +162,6 @@ class RayDriver:
     def run(self) -> TrainResult:
         try:
             reason = run_until_stopped(self.session, self.step, start=self._start)
-            self._stop_sampling()
             return finish_run(self.session, reason, self)
         finally:
             self._kill_actors()  # also when the loop fails: no actor outlives its run
@@ -202,7 +203,10 @@ class RayDriver:
 
     @property
     def _checkpoint_pending(self) -> bool:
-        return self._checkpoint_life is not None and self._checkpoint_life.alive
+        """A periodic checkpoint waits for the learner's state (none when its call was
+        dropped: its learner was replaced, or an interrupt landed before its handler)."""
+        ref = self._checkpoint_ref
+        return ref is not None and self.dispatcher.is_pending(ref)
 
     def _request_checkpoint(
         self, *, periodic: bool = False, best: bool = False, policy: Any = None
@@ -210,16 +214,14 @@ class RayDriver:
         """Ask the learner for its state without waiting; save when it arrives. `policy` is
         the weights to store as the acting policy (the evaluated ones for `best.pt`)."""
         policy = policy if policy is not None else self.latest_info
-        life = self.learners.life
+        state_ref = self.learners.state()
         if periodic:
-            self._checkpoint_life = life
+            self._checkpoint_ref = state_ref
             self.session.checkpoint_started()
             if self.persist:
                 self.store.save(self.session.run_dir.replay_path)
 
         def save(state: dict[str, Any]) -> None:
-            if periodic:
-                self._checkpoint_life = None
             try:
                 info: ModelInfo = self.dispatcher.get(policy)
             except RayError as error:
@@ -228,16 +230,14 @@ class RayDriver:
             self.session.save_checkpoint(to_torch_tree(state), info, best=best, periodic=periodic)
 
         def failed(error: BaseException) -> None:
-            if periodic:
-                self._checkpoint_life = None
             logger.warning("checkpoint skipped: %s", error)
             self.deaths.handle(error)
 
-        self.dispatcher.submit(self.learners.state(), save, failed, life)
+        self.dispatcher.submit(state_ref, save, failed, self.learners.life)
 
     # ---- the end (rayrl.run_policy.RunEnd) ---------------------------------------------------
 
-    def _stop_sampling(self) -> None:
+    def stop_sampling(self) -> None:
         """No more chunks or updates; the learner finishes the calls it has."""
         self.workers.stop()
         self.learners.stop()
@@ -260,6 +260,9 @@ class RayDriver:
         if not self.evaluator.available:
             logger.warning("no final evaluation: the evaluator is being replaced")
             return None
+        if self.session.evaluated_now():
+            logger.info("the weights at these env steps are evaluated already")
+            return self.session.last_eval
         self.session.last_eval = None
         self._request_eval()
         self.dispatcher.drain(self._evaluating, timeout)
@@ -276,6 +279,7 @@ class RayDriver:
         self.dispatcher.drain(
             lambda: self._checkpoint_pending, max(0.0, deadline - time.monotonic())
         )
+        replay_failures = self.session.storage.errors_in_a_row.get("replay", 0)
         if self.persist and self.store.handle is not None:
             self.store.save(self.session.run_dir.replay_path)  # waited for below
         if len(self.learners.handles) > 1:
@@ -284,11 +288,30 @@ class RayDriver:
         fetched = self._fetch([self.learners.state(), info], deadline)
         if isinstance(fetched, str):
             logger.error("could not write the final checkpoint: %s", fetched)
-            return
-        state, weights = fetched
-        self.session.save_checkpoint(to_torch_tree(state), weights, periodic=periodic)
-        self.dispatcher.drain(lambda: self.store.saving, SHUTDOWN_TIMEOUT_S)
+        else:
+            state, weights = fetched
+            self.session.save_checkpoint(to_torch_tree(state), weights, periodic=periodic)
+        if self.persist:
+            self._wait_for_replay(replay_failures)
         self.dispatcher.drain(lambda: len(self.dispatcher) > 0, 5.0)
+
+    def _wait_for_replay(self, failures_before: int) -> None:
+        """Wait for the replay saved beside the final checkpoint; say in `end_problems` when
+        it was not saved."""
+        problem = None
+        try:
+            if not self.dispatcher.drain(lambda: self.store.saving, SHUTDOWN_TIMEOUT_S):
+                problem = f"its save did not finish within {SHUTDOWN_TIMEOUT_S:.0f} s"
+        except RunFailedError as error:  # the storage error limit, reached by this save
+            problem = str(error)
+        if problem is None and self.store.handle is None:
+            problem = "its actor was being restarted"
+        if problem is None and self.session.storage.errors_in_a_row.get("replay", 0) > (
+            failures_before
+        ):
+            problem = "its save failed"
+        if problem is not None:
+            self.session.replay_not_saved(problem)
 
     def store_stats(self) -> StoreStats | None:
         return self.store.latest

@@ -31,6 +31,7 @@ def train_ray(
     try:
         spec = env_spec(config.env)
         learner_gpus = check_cluster(config, spec)
+        session.begin()
         factory = ActorFactory(config, spec, f"rayrl/{session.run_dir.root.name}", learner_gpus)
         return RayDriver(config, session, resume, factory).run()
     finally:

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from tests.processes import ray_processes, wait_gone
+from tests.run_files import assert_in_env_step_order
 
 
 @pytest.fixture
@@ -159,12 +160,8 @@ def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
     after = [r for r in rows if r["env_steps"] > saved["env_steps"]]
     assert after
     assert after[-1]["env_steps"] >= target
-    # the killed segment's rows after the checkpoint were cut: no env step appears twice
-    steps = [r["env_steps"] for r in rows]
-    assert steps == sorted(steps)
-    eval_rows = (run / "eval.jsonl").read_text().splitlines()
-    evals = [json.loads(line)["env_steps"] for line in eval_rows]
-    assert evals == sorted(set(evals))
+    # the killed segment's rows from the checkpoint on were cut: env steps strictly increase
+    assert_in_env_step_order(run)
     # best.pt is only ever replaced by a better evaluation
     assert torch.load(best, weights_only=True)["counters"]["best_eval_return"] >= best_before
     final = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)["counters"]

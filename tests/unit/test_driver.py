@@ -192,3 +192,35 @@ def test_several_learners_are_compared_at_the_end(tmp_path, learners):
     fakes.num_learners = learners
     result = ray_driver.run()
     assert result.learner_digests == (["same", "same"] if learners == 2 else [])
+
+
+def test_an_interrupt_between_a_result_and_its_handler_leaves_no_checkpoint_pending(tmp_path):
+    """Ctrl-C lands after the dispatcher took the learner's state off its list and before
+    the checkpoint's handler ran: the final checkpoint must not wait for it (it would spend
+    its whole budget waiting, and not be written)."""
+    ray_driver, _ = driver(tmp_path)
+    ray_driver._start()
+    ray_driver.dispatcher.poll(0.0)  # initial weights published
+    ray_driver._request_checkpoint(periodic=True)
+    assert ray_driver._checkpoint_pending
+    get = ray_driver.dispatcher._get
+    state_ref = ray_driver._checkpoint_ref
+
+    def interrupted_at_the_state(ref):
+        if ref is state_ref:
+            raise KeyboardInterrupt
+        return get(ref)
+
+    def poll_until_interrupted() -> None:
+        for _ in range(100):
+            ray_driver.dispatcher.poll(0.0)
+
+    ray_driver.dispatcher._get = interrupted_at_the_state
+    with pytest.raises(KeyboardInterrupt):
+        poll_until_interrupted()
+    ray_driver.dispatcher._get = get
+    assert not ray_driver._checkpoint_pending
+    ray_driver.session.counters.env_steps = 512
+    ray_driver.final_checkpoint(periodic=False)
+    saved = load_checkpoint(RunDirectory(tmp_path).latest_checkpoint)
+    assert saved["counters"]["env_steps"] == 512

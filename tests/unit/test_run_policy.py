@@ -53,8 +53,12 @@ class Runtime:
         self.session.record_eval(result, self.session.counters.env_steps)
         return result
 
+    def stop_sampling(self) -> None:
+        self.asked.append("stop")
+
     def final_checkpoint(self, periodic: bool) -> None:
         self.asked.append(f"checkpoint(periodic={periodic})")
+        self.session.saved_env_steps = self.session.counters.env_steps
 
     def store_stats(self) -> StoreStats:
         return StoreStats(size=1, inserted=1, sampled=0)
@@ -105,7 +109,7 @@ def test_a_run_that_reaches_its_budget_is_evaluated_then_checkpointed(tmp_path):
     result = finish_run(s, reason, runtime)
     assert reason is StopReason.TOTAL_ENV_STEPS
     # the scheduled checkpoint at 3,000 steps is the final one
-    assert runtime.asked == ["step"] * 3 + ["evaluation", "checkpoint(periodic=True)"]
+    assert runtime.asked == ["step"] * 3 + ["stop", "evaluation", "checkpoint(periodic=True)"]
     assert result.final_eval.mean == 100.0
     assert result.stop_reason is StopReason.TOTAL_ENV_STEPS
     assert result.counters.env_steps == 3000
@@ -117,7 +121,7 @@ def test_a_run_that_reached_its_target_keeps_that_evaluation(tmp_path):
     s.record_eval(EvalResult(np.array([60.0]), np.array([5])), 1000)
     result = finish_run(s, stop_reason(s), runtime)
     assert result.stop_reason is StopReason.TARGET_REACHED
-    assert runtime.asked == ["checkpoint(periodic=False)"]
+    assert runtime.asked == ["stop", "checkpoint(periodic=False)"]
     assert result.final_eval.mean == 60.0
     assert result.target_reached_s is not None
 
@@ -132,7 +136,7 @@ def test_an_interrupted_run_is_checkpointed_without_an_evaluation(tmp_path):
     reason = run_until_stopped(s, interrupted)
     result = finish_run(s, reason, runtime)
     assert reason is StopReason.INTERRUPTED
-    assert runtime.asked == ["checkpoint(periodic=False)"]
+    assert runtime.asked == ["stop", "checkpoint(periodic=False)"]
     assert result.final_eval is None
 
 
@@ -159,7 +163,7 @@ def test_a_failure_ends_through_the_policy_with_a_checkpoint_and_status_1(tmp_pa
     result = finish_run(s, reason, runtime)
     assert reason is StopReason.FAILED
     assert reason.exit_code == 1
-    assert runtime.asked == ["checkpoint(periodic=False)"]  # no evaluation
+    assert runtime.asked == ["stop", "checkpoint(periodic=False)"]  # no evaluation
     assert result.failure == "the learner could not start: boom"
 
 
@@ -169,7 +173,7 @@ def test_a_bug_ends_the_run_without_a_checkpoint_of_a_state_it_may_have_broken(t
     reason = run_until_stopped(s, raising(ValueError("shapes (2,) and (3,)\nmismatch")))
     result = finish_run(s, reason, runtime)
     assert reason is StopReason.FAILED
-    assert runtime.asked == []
+    assert runtime.asked == ["stop"]
     assert result.failure == "ValueError: mismatch"
     assert any(r.exc_info for r in caplog.records)  # a bug keeps its traceback, to report
     assert "no final checkpoint" in caplog.text
@@ -181,7 +185,7 @@ def test_a_step_of_the_end_that_fails_does_not_skip_the_next(tmp_path, caplog):
     runtime.final_evaluation = raising(RunFailedError("the evaluator failed 6 times"))
     result = finish_run(s, run_until_stopped(s, runtime.step), runtime)
     assert result.final_eval is None
-    assert runtime.asked == ["step", "checkpoint(periodic=False)"]
+    assert runtime.asked == ["step", "stop", "checkpoint(periodic=False)"]
     assert "no final evaluation: the evaluator failed 6 times" in caplog.text
 
 
@@ -218,3 +222,67 @@ def test_an_interrupt_that_a_library_swallows_still_stops_the_run(tmp_path):
         run_policy._interrupted.clear()
     assert reason is StopReason.INTERRUPTED
     assert runtime.asked == ["step"]
+
+
+def test_an_error_while_sampling_stops_fails_the_run_and_still_checkpoints(tmp_path, caplog):
+    """A save that reaches the storage error limit (or an actor past its restart limit)
+    while the workers and learner stop: the run fails, and still ends through the policy."""
+    s = session(tmp_path, "run.total_env_steps=1000")
+    runtime = Runtime(s)
+    runtime.stop_sampling = raising(RunFailedError("3 writes of the replay failed in a row"))
+    result = finish_run(s, run_until_stopped(s, runtime.step), runtime)
+    assert result.stop_reason is StopReason.FAILED
+    assert result.exit_code == 1
+    assert result.failure == "3 writes of the replay failed in a row"
+    assert runtime.asked == ["step", "checkpoint(periodic=False)"]  # no evaluation
+    assert "while stopping: 3 writes of the replay failed in a row" in caplog.text
+
+
+def test_a_missing_final_checkpoint_makes_the_exit_status_say_so(tmp_path, caplog):
+    s = session(tmp_path, "run.total_env_steps=2000")
+    runtime = Runtime(s)
+    saved_at = []
+
+    def stale_checkpoint(periodic: bool) -> None:  # the write failed; an older one is there
+        s.saved_env_steps = 1000
+        saved_at.append(s.counters.env_steps)
+
+    runtime.final_checkpoint = stale_checkpoint
+    result = finish_run(s, run_until_stopped(s, runtime.step), runtime)
+    assert saved_at == [2000]
+    assert result.stop_reason is StopReason.TOTAL_ENV_STEPS
+    assert result.exit_code == 1
+    (problem,) = result.problems
+    assert problem == (
+        f"the final checkpoint (at 2,000 env steps) was not written; "
+        f"{s.run_dir.latest_checkpoint} is from 1,000 env steps"
+    )
+    assert problem in caplog.text
+
+
+def test_a_missing_final_replay_makes_the_exit_status_say_so(tmp_path):
+    s = session(tmp_path, "run.total_env_steps=1000")
+    runtime = Runtime(s)
+    checkpoint = runtime.final_checkpoint
+
+    def without_replay(periodic: bool) -> None:
+        checkpoint(periodic)
+        s.replay_not_saved("its save failed")
+
+    runtime.final_checkpoint = without_replay
+    result = finish_run(s, run_until_stopped(s, runtime.step), runtime)
+    assert result.exit_code == 1
+    assert result.problems == [
+        "the replay was not saved with the final checkpoint (its save failed); none is on disk"
+    ]
+
+
+def test_an_interrupted_run_keeps_status_130_when_its_checkpoint_is_missing(tmp_path):
+    s = session(tmp_path)
+    runtime = Runtime(s)
+    runtime.final_checkpoint = lambda periodic: None
+    result = finish_run(s, run_until_stopped(s, raising(KeyboardInterrupt())), runtime)
+    assert result.problems == [
+        "the final checkpoint (at 0 env steps) was not written; no checkpoint is on disk"
+    ]
+    assert result.exit_code == 130

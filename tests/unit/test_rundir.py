@@ -56,6 +56,9 @@ def test_a_directory_in_use_cannot_be_taken_by_a_second_run(tmp_path):
 
 
 def test_cut_back_drops_rows_after_the_checkpoint_and_half_written_lines(tmp_path):
+    """metrics.jsonl is stamped with the run's clock: the rows from the checkpoint's count on
+    go (the resumed run records that count again); eval.jsonl with the evaluated weights':
+    evaluations of weights up to the checkpoint stay."""
     run = RunDirectory.create(config(tmp_path), "x")
     rows = [{"env_steps": steps, "x": 1.0} for steps in (100, 200, 300, 400)]
     run.metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"env_st')
@@ -63,6 +66,33 @@ def test_cut_back_drops_rows_after_the_checkpoint_and_half_written_lines(tmp_pat
     run.append_eval({"env_steps": 400, "eval/return_mean": 2.0})
     run.cut_back(200)
     kept = [json.loads(line)["env_steps"] for line in run.metrics_path.read_text().splitlines()]
-    assert kept == [100, 200]
+    assert kept == [100]
     evals = [json.loads(line)["env_steps"] for line in run.eval_path.read_text().splitlines()]
     assert evals == [200]
+    assert run.last_evaluated_env_steps() == 200
+
+
+def test_a_run_started_again_from_the_beginning_keeps_no_row(tmp_path):
+    """Killed before its first checkpoint: its rows (at env step 0 and later) would sit
+    beside the new segment's, with env steps and time going back."""
+    run = RunDirectory.create(config(tmp_path), "x")
+    run.metrics_path.write_text('{"env_steps": 0, "time_s": 5.0}\n{"env_steps": 512}\n')
+    run.append_eval({"env_steps": 512, "eval/return_mean": 1.0})
+    run.cut_back(0)
+    assert run.metrics_path.read_text() == ""
+    assert run.eval_path.read_text() == ""
+    assert run.last_evaluated_env_steps() is None
+
+
+def test_a_refused_new_run_leaves_no_directory_but_a_used_one_stays(tmp_path):
+    refused = RunDirectory.create(config(tmp_path, "run.name=refused"), "x")
+    refused.remove_if_unused()
+    assert not refused.root.exists()
+    used = RunDirectory.create(config(tmp_path, "run.name=used"), "x")
+    used.metrics_path.write_text('{"env_steps": 0}\n')
+    used.remove_if_unused()
+    assert used.metrics_path.is_file()
+    resumed = RunDirectory.open(used.root)  # not made by this process: never removed
+    used.metrics_path.unlink()
+    resumed.remove_if_unused()
+    assert resumed.config_path.is_file()

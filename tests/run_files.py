@@ -1,0 +1,21 @@
+"""What every run directory promises its readers, checked the same way by every test that
+kills, restarts or resumes a run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def env_steps_column(path: Path) -> list[int]:
+    return [json.loads(line)["env_steps"] for line in path.read_text().splitlines()]
+
+
+def assert_in_env_step_order(run_dir: Path) -> None:
+    """metrics.jsonl and eval.jsonl: env steps strictly increase from row to row (each metric
+    at most once per count, in order without sorting), after any kill, restart or resume."""
+    for name in ("metrics.jsonl", "eval.jsonl"):
+        path = Path(run_dir) / name
+        if path.is_file():
+            steps = env_steps_column(path)
+            assert steps == sorted(set(steps)), f"{name}: {steps}"
