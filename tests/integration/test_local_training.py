@@ -146,6 +146,21 @@ def test_evaluate_refuses_an_env_that_imports_a_module_unless_trusted(tiny):
     assert len(rayrl.evaluate(result.run_dir, episodes=1, trust_env=True).returns) == 1
 
 
+def test_resume_refuses_an_env_that_imports_a_module_unless_trusted(tiny):
+    """A run directory's config.yaml may come from anyone, like a checkpoint: resuming a run
+    whose env id imports a module needs trust_env (--trust-env), checked before the module
+    is imported and before anything in the directory changes."""
+    env_id = "tests.fake_envs:HangingCartPole-v0"
+    result = rayrl.train(None, overrides=[*tiny, "run.runtime=local", f"env.id={env_id}"])
+    run = RunDirectory(result.run_dir)
+    before = run.config_path.read_bytes(), run.metrics_path.read_bytes()
+    with pytest.raises(UserError, match=rf"env.id='{env_id}', which imports .*--trust-env"):
+        rayrl.train(resume=run.root, overrides=["run.total_env_steps=4096"])
+    assert (run.config_path.read_bytes(), run.metrics_path.read_bytes()) == before
+    resumed = rayrl.train(resume=run.root, overrides=["run.total_env_steps=4096"], trust_env=True)
+    assert resumed.counters.env_steps == 4096
+
+
 def test_prioritized_replay_trains(tiny):
     result = rayrl.train(
         None, overrides=[*tiny, "run.runtime=local", "algorithm.replay.prioritized=true"]

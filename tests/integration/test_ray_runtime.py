@@ -254,6 +254,27 @@ def test_a_cuda_learner_without_a_gpu_from_ray_is_refused_before_it_starts(ray_c
         rayrl.train(None, overrides=[*tiny, "learner.device=cuda", "learner.num_gpus=0"])
 
 
+def test_a_resume_refused_by_the_pre_flight_leaves_the_run_as_it_was(ray_cluster, tiny):
+    """The replay asked for does not fit any node: refused once Ray is up, and the run's
+    config and metrics are untouched, so that a later --resume with the old settings (or a
+    retried job with --resume-if-exists) still works."""
+    first = rayrl.train(None, overrides=[*tiny, "run.name=refused-resume"])
+    run = RunDirectory(first.run_dir)
+    before = [path.read_bytes() for path in (run.config_path, run.metrics_path, run.eval_path)]
+    with pytest.raises(rayrl.UserError, match=r"lower algorithm.replay.capacity"):
+        rayrl.train(resume=run.root, overrides=["algorithm.replay.capacity=2000000000"])
+    after = [path.read_bytes() for path in (run.config_path, run.metrics_path, run.eval_path)]
+    assert after == before
+    resumed = rayrl.train(resume=run.root, overrides=["run.total_env_steps=3072"])
+    assert resumed.counters.env_steps >= 3072
+
+
+def test_a_new_run_refused_by_the_pre_flight_leaves_no_directory(ray_cluster, tiny, tmp_path):
+    with pytest.raises(rayrl.UserError, match=r"lower algorithm.replay.capacity"):
+        rayrl.train(None, overrides=[*tiny, "algorithm.replay.capacity=2000000000"])
+    assert list((tmp_path / "runs").iterdir()) == []
+
+
 def test_cluster_too_small_is_a_clear_error(ray_cluster, tiny):
     with pytest.raises(rayrl.UserError, match=r"has 5 CPUs but the run asks for 21"):
         rayrl.train(None, overrides=[*tiny, "workers.num_workers=20"])
