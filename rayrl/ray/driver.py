@@ -40,11 +40,17 @@ logger = logging.getLogger(__name__)
 WAIT_S = 0.2
 """Longest the loop waits for a call before checking timers (hangs, logs, stop)."""
 SHUTDOWN_TIMEOUT_S = 60.0
-"""Longest the end of a run waits for the learner's final state (and, separately, for the
-replay saved beside it), all its calls together."""
+"""Longest the end of a run waits for the learner's final state and the replay saved beside
+it, all their calls together."""
 LEARNER_DRAIN_S = 20.0
 """Longest the end of a run waits for the learner's `train` calls in flight; the final
 state is asked for after them in any case."""
+FINAL_DRAIN_S = 5.0
+"""Longest the end of a run waits for the calls still outstanding after the checkpoint."""
+END_TIMEOUT_S = LEARNER_DRAIN_S + SHUTDOWN_TIMEOUT_S + FINAL_DRAIN_S
+"""The most the end of an interrupted run waits for its actors (an interrupted run is not
+evaluated); the grace periods that the cluster files give a stopped job leave room for it
+plus Ray's shutdown and W&B's (tests/integration/test_cluster_files.py checks them)."""
 
 
 class RayDriver:
@@ -292,16 +298,20 @@ class RayDriver:
             state, weights = fetched
             self.session.save_checkpoint(to_torch_tree(state), weights, periodic=periodic)
         if self.persist:
-            self._wait_for_replay(replay_failures)
-        self.dispatcher.drain(lambda: len(self.dispatcher) > 0, 5.0)
+            self._wait_for_replay(replay_failures, deadline)
+        self.dispatcher.drain(lambda: len(self.dispatcher) > 0, FINAL_DRAIN_S)
 
-    def _wait_for_replay(self, failures_before: int) -> None:
-        """Wait for the replay saved beside the final checkpoint; say in `end_problems` when
-        it was not saved."""
+    def _wait_for_replay(self, failures_before: int, deadline: float) -> None:
+        """Wait until `deadline` for the replay saved beside the final checkpoint; say in
+        `end_problems` when it was not saved."""
         problem = None
         try:
-            if not self.dispatcher.drain(lambda: self.store.saving, SHUTDOWN_TIMEOUT_S):
-                problem = f"its save did not finish within {SHUTDOWN_TIMEOUT_S:.0f} s"
+            remaining_s = max(0.0, deadline - time.monotonic())
+            if not self.dispatcher.drain(lambda: self.store.saving, remaining_s):
+                problem = (
+                    f"its save did not finish within the end's {SHUTDOWN_TIMEOUT_S:.0f} s for "
+                    "the learner's state and the replay"
+                )
         except RunFailedError as error:  # the storage error limit, reached by this save
             problem = str(error)
         if problem is None and self.store.handle is None:

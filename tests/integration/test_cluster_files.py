@@ -152,6 +152,19 @@ def test_job_upload_leaves_secrets_behind(tmp_path):
         "gcloud-credentials.json": False,
         "runs/run-1/checkpoints/latest.pt": False,
         "wandb/run-1/files/output.log": False,
+        "infra/terraform.tfstate": False,
+        "infra/terraform.tfstate.backup": False,
+        ".vault-token": False,
+        "my-project-sa.json": False,
+        "gcp-service-account.json": False,
+        "keys/trainer-key.json": False,
+        # runs under another run.runs_dir
+        "experiments/pong-1/metrics.jsonl": False,
+        "experiments/pong-1/eval.jsonl": False,
+        "experiments/pong-1/checkpoints/step_000000002048.pt": False,
+        "experiments/pong-1/checkpoints/replay.npz": False,
+        "experiments/pong-1/videos/eval-000000002048.mp4": False,
+        "experiments/pong-1/wandb_run_id": False,
     }
     for name in files:
         (work / name).parent.mkdir(parents=True, exist_ok=True)
@@ -163,3 +176,22 @@ def test_job_upload_leaves_secrets_behind(tmp_path):
     with zipfile.ZipFile(package) as archive:
         uploaded = {name for name in archive.namelist() if not name.endswith("/")}
     assert uploaded == {name for name, kept in files.items() if kept}
+
+
+def test_a_stopped_job_has_time_for_the_end_of_its_run():
+    """`ray job stop` (runtime_env.yaml, the RayJob's runtimeEnvYAML) kills the job this
+    long after its SIGTERM, and Kubernetes kills the head pod after its grace period: both
+    leave room for the longest end of an interrupted run (the driver's waits for its
+    actors), plus Ray's shutdown and W&B's (30 s)."""
+    from rayrl.ray.driver import END_TIMEOUT_S
+
+    runtime_env = yaml.safe_load((REPO / "cluster" / "runtime_env.yaml").read_text())
+    manifest = yaml.safe_load((REPO / "cluster" / "rayjob.yaml").read_text())
+    job_env = yaml.safe_load(manifest["spec"]["runtimeEnvYAML"])
+    RuntimeEnv(**job_env)
+    for env_vars in (runtime_env["env_vars"], job_env["env_vars"]):
+        assert float(env_vars["RAY_JOB_STOP_WAIT_TIME_S"]) >= END_TIMEOUT_S + 30
+    head = manifest["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert head["terminationGracePeriodSeconds"] >= END_TIMEOUT_S + 30
+    pre_stop = " ".join(head["containers"][0]["lifecycle"]["preStop"]["exec"]["command"])
+    assert "pkill -TERM -f 'rayrl train'" in pre_stop
