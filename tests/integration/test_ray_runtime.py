@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -130,9 +131,20 @@ def test_killed_learner_is_restored_from_its_checkpoint(ray_cluster, tmp_path, c
         result = rayrl.train(None, overrides=fault_run(tmp_path, "learner-kill"))
     assert killed.is_set()
     assert result.stop_reason == "total_env_steps reached"
-    assert any("restoring the learner(s) from" in r.message for r in caplog.records)
+    # from the checkpoint, not from scratch (which would also say "restoring the learner(s)")
+    restores = [
+        re.fullmatch(r"restoring the learner\(s\) from (.*latest\.pt) \((\d+) updates\)", m)
+        for m in (r.getMessage() for r in caplog.records)
+        if m.startswith("restoring the learner(s)")
+    ]
+    assert restores
+    assert all(restores), [r.getMessage() for r in caplog.records]
+    restored_updates = int(restores[0].group(2))
+    assert restored_updates > 0
     rows = read_jsonl(run_dir / "metrics.jsonl")
     assert rows[-1]["learner/restarts"] >= 1
+    after = [r["learner/updates"] for r in rows if r.get("learner/restarts", 0) >= 1]
+    assert min(after) >= restored_updates  # the restored learner went on from there
     final = load_checkpoint(latest)
     assert final["counters"]["env_steps"] >= FAULT_RUN_STEPS
     assert final["counters"]["updates"] > 0
