@@ -1,8 +1,8 @@
 """Checkpoints: learner state, optimizer, counters and the resolved config, in one file.
 
-Written to a temporary file and moved into place with `os.replace`, so a crash mid-write
-never leaves a truncated checkpoint where a good one was. Loaded with
-`torch.load(weights_only=True)`: a checkpoint holds tensors and plain values only, so
+Serialized in memory, then written to a temporary file that is moved into place with
+`os.replace`, so a crash mid-write never leaves a truncated checkpoint where a good one was.
+Loaded with `torch.load(weights_only=True)`: a checkpoint holds tensors and plain values only, so
 loading one never runs code. The format carries a version number, checked on load: version 1
 (rayrl 0.1) differs only in the layout of its embedded config, which
 `rayrl.presets.saved_config` migrates.
@@ -10,7 +10,7 @@ loading one never runs code. The format carries a version number, checked on loa
 
 from __future__ import annotations
 
-import os
+import io
 import pickle
 import zipfile
 from pathlib import Path
@@ -42,6 +42,11 @@ def save_checkpoint(
     `learner` is the full learner state (networks, optimizer) that a resumed run continues
     from; `policy` ({"version", "weights"}) the acting weights that evaluation loads, which
     for `best.pt` are exactly the weights that were evaluated.
+
+    A failed write (a full disk, a file-size limit) raises the OS's `OSError`, naming
+    `path`: `torch.save` into a file would report a short write as its own RuntimeError
+    ("unexpected pos ..."), which reads as a bug, so it serializes into memory and the
+    bytes are written here.
     """
     payload = {
         "format": FORMAT,
@@ -52,10 +57,10 @@ def save_checkpoint(
         "counters": counters,
         "config": config,
     }
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        torch.save(payload, f)
-        f.flush()
-        os.fsync(f.fileno())
+    serialized = io.BytesIO()
+    torch.save(payload, serialized)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(serialized.getbuffer())
 
 
 def load_checkpoint(path: Path, *, algorithm: str | None = None) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Writes into the run directory that survive a flaky disk: retried, counted, and stopping
 the run only when they keep failing.
 
-A network file system that hiccups, or a disk that fills, makes a write raise `OSError`.
+A network file system that hiccups, or a disk that fills, makes a write raise `OSError`
+(`rayrl.files` and `rayrl.checkpoint` see to it that every failed write does, naming its
+file), which is reported in plain words: which file, and why (`cause_of`).
 One failed metrics line or checkpoint is not worth losing hours of training for; many in a
 row of one kind (checkpoints, the replay, metrics lines...) mean the run can no longer keep
 that, so it stops (with what was written before intact: every file is replaced atomically,
@@ -11,6 +13,7 @@ lines that still fit must not hide checkpoints that no longer do.
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from collections.abc import Callable
@@ -51,7 +54,7 @@ class Storage:
                 if attempt == ATTEMPTS:
                     self.failed(kind, what, error)
                     return False
-                logger.warning("writing %s failed (%s); trying again", what, error)
+                logger.warning("writing %s failed (%s); trying again", what, cause_of(error))
                 self.sleep(delay)
                 attempt, delay = attempt + 1, delay * 2
             else:
@@ -62,7 +65,7 @@ class Storage:
         """Count a write that failed; stop the run after `max_errors` of its kind in a row."""
         in_a_row = self.errors_in_a_row[kind] = self.errors_in_a_row.get(kind, 0) + 1
         self.errors += 1
-        cause = str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
+        cause = cause_of(error)
         if in_a_row >= self.max_errors and not self.gave_up:
             self.gave_up = True  # once: the end of the run still writes what it can
             raise RunFailedError(
@@ -78,3 +81,38 @@ class Storage:
             kind,
             stops,
         )
+
+
+CAUSES = {
+    errno.ENOSPC: "No space left on the device holding {path}",
+    errno.EDQUOT: "No space left on the device holding {path} (the disk quota is used up)",
+    errno.EFBIG: (
+        "File too large: {path} would pass the file-size limit (ulimit -f) or the largest "
+        "file of its file system"
+    ),
+    errno.EROFS: "Read-only file system: {path} cannot be written",
+    errno.EACCES: "Permission denied: {path} cannot be written",
+    errno.EPERM: "Permission denied: {path} cannot be written",
+}
+"""What a failed write's errno means for the run directory, in plain words."""
+
+
+def cause_of(error: BaseException) -> str:
+    """Why a write failed, in one line naming the file: the OS's reason in plain words
+    (not the errno, nor the internals of the library that wrote)."""
+    os_error = os_error_of(error)
+    if os_error is None:
+        text = str(error).strip()
+        return text.splitlines()[-1] if text else repr(error)
+    path = os_error.filename if os_error.filename is not None else "the file"
+    template = CAUSES.get(os_error.errno)
+    return f"{os_error.strerror}: {path}" if template is None else template.format(path=path)
+
+
+def os_error_of(error: BaseException) -> OSError | None:
+    """The `OSError` (with an errno) behind `error`: itself, or the one a Ray task raised
+    (the `cause` of the error a failed save of the replay actor comes back as)."""
+    for candidate in (error, getattr(error, "cause", None)):
+        if isinstance(candidate, OSError) and candidate.errno is not None:
+            return candidate
+    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import resource
 import signal
 import subprocess
@@ -203,3 +204,63 @@ def test_a_run_directory_that_fills_up_stops_the_run_keeping_what_was_saved(tmp_
     for path in (run.metrics_path, run.eval_path):
         for line in path.read_text().splitlines():
             strict_json(line)
+
+
+def test_a_run_whose_checkpoints_no_longer_fit_stops_naming_the_file_and_why(tmp_path):
+    """A real file-size limit (RLIMIT_FSIZE, as a disk that fills) lowered mid-run below a
+    checkpoint's size (a bigger network: 5 MB checkpoints) and far above the metrics files:
+    the checkpoint writes fail as the OS's error, not torch's ("unexpected pos"), and are
+    retried and counted; three in a row stop the run with status 1 and one line naming the
+    checkpoint and the cause, the final checkpoint is still tried, and the checkpoints
+    written before the limit are intact."""
+    command = [sys.executable, "-m", "rayrl", "train", "--runtime", "local"]
+    for override in (
+        "logging.console=false",
+        f"run.runs_dir={tmp_path}",
+        "run.name=full",
+        "run.total_env_steps=1000000",
+        "run.target_return=null",
+        "run.checkpoint_interval_env_steps=4000",
+        "algorithm.hidden_sizes=[512,512]",
+    ):
+        command += ["--set", override]
+    run = RunDirectory(tmp_path / "full")
+    stdout_path, stderr_path = tmp_path / "stdout", tmp_path / "stderr"
+    with stdout_path.open("w") as stdout, stderr_path.open("w") as stderr:
+        process = subprocess.Popen(
+            command,
+            stdout=stdout,
+            stderr=stderr,
+            # a write past the limit then raises EFBIG (Python ignores SIGXFSZ anyway)
+            preexec_fn=lambda: signal.signal(signal.SIGXFSZ, signal.SIG_IGN),
+        )
+        try:
+            while not run.latest_checkpoint.is_file():  # written whole (atomically) or not
+                assert process.poll() is None, stderr_path.read_text()
+                time.sleep(0.2)
+            limit = 1_000_000
+            resource.prlimit(process.pid, resource.RLIMIT_FSIZE, (limit, limit))
+            returncode = process.wait(timeout=240)
+        finally:
+            process.kill()  # a no-op once it has ended
+    output, errors = stdout_path.read_text(), stderr_path.read_text()
+    assert returncode == 1, errors
+    (stopped,) = [line for line in output.splitlines() if line.startswith("stopped:")]
+    named = re.search(
+        r"^stopped: failed \(3 writes of the checkpoints failed in a row .*; the last, the "
+        r"checkpoint (\S+): File too large: (\S+) would pass the file-size limit",
+        stopped,
+    )
+    assert named is not None, stopped
+    assert named[2] == str(run.checkpoints / named[1])
+    for internals in ("enforce fail", "unexpected pos", "Traceback"):
+        assert internals not in output + errors
+    rows = [strict_json(line) for line in run.metrics_path.read_text().splitlines()]
+    assert rows[-1]["run/storage_errors"] >= 3
+    saved = [run.latest_checkpoint, run.best_checkpoint, *run.periodic_checkpoints()]
+    for path in saved:
+        assert path.stat().st_size > limit  # all written before the limit
+        load_checkpoint(path)
+    saved_at = load_checkpoint(run.latest_checkpoint)["counters"]["env_steps"]
+    assert f"was not written; {run.latest_checkpoint} is from {saved_at:,} env steps" in output
+    assert not list(tmp_path.rglob("*.tmp"))
