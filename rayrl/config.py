@@ -10,11 +10,14 @@ module knows no algorithm: `build_config` is handed the classes by name, which
 
 Validation is strict and happens before anything starts (`rayrl.strict`): an unknown key
 gets a "did you mean", a wrong type or an out-of-range value names the dotted key, the
-value and what is valid.
+value and what is valid. Values that a type and bounds cannot vet are checked here too
+(`checked` fields): a run name that is one plain directory, a device torch can parse,
+GPU amounts that Ray can schedule.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -24,9 +27,55 @@ from typing import Any, Literal
 import yaml
 
 from rayrl.errors import ConfigError, did_you_mean
-from rayrl.strict import bounded, build, to_plain
+from rayrl.strict import bounded, build, checked, to_plain
 
 NetworkKind = Literal["auto", "mlp", "nature_cnn", "minatar_cnn"]
+
+RAY_PRECISION = 1e-4
+"""The smallest amount of a resource Ray schedules."""
+RUN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
+"""One plain directory name: a name with a path separator, `..` or a leading `/` would put
+the run outside `run.runs_dir`, and `.` or "" would be `run.runs_dir` itself."""
+
+
+def run_name_problem(name: str) -> str | None:
+    """What is wrong with a run name, if anything (a `checked` field's check)."""
+    if RUN_NAME.fullmatch(name):
+        return None
+    return (
+        "is not a plain directory name (the run's one directory under run.runs_dir); valid: "
+        "up to 255 letters, digits, '.', '_' and '-', not starting with '.'"
+    )
+
+
+def torch_device_problem(device: str) -> str | None:
+    """What torch's own parser says is wrong with a device string, if anything. torch is
+    imported only for a device other than the default "auto"."""
+    if device == "auto":
+        return None
+    import torch
+
+    try:
+        torch.device(device)
+    except RuntimeError:
+        return (
+            "is not a torch device; valid: 'auto' (CUDA when the learner sees a GPU, else "
+            "CPU), 'cpu', 'cuda', 'cuda:N' (N a GPU index from 0), 'mps', or another torch "
+            "device type"
+        )
+    return None
+
+
+def ray_gpus_problem(amount: float) -> str | None:
+    """What Ray would refuse in a GPU amount, if anything (when it creates the learner, hours
+    into a run that waited for a GPU node): a fraction of a GPU is shared, but more than one
+    must be whole GPUs."""
+    if 0 < amount < RAY_PRECISION or (amount > 1 and not float(amount).is_integer()):
+        return (
+            f"is not an amount Ray schedules; valid: 0, a fraction of one GPU from "
+            f"{RAY_PRECISION:g} to 1, or a whole number"
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -78,8 +127,8 @@ class AlgorithmConfig:
     """Torso: "mlp", "nature_cnn" (the Nature DQN's, for stacked 84x84 frames),
     "minatar_cnn" (the MinAtar paper's, for (10, 10, C) grids), or "auto": the one that
     fits the observations."""
-    hidden_sizes: tuple[int, ...] = (128, 128)
-    """MLP hidden layer sizes."""
+    hidden_sizes: tuple[int, ...] = bounded((128, 128), ge=1)
+    """MLP hidden layer sizes (units per layer, each at least 1; none: a linear torso)."""
     gamma: float = bounded(0.99, ge=0.0, le=1.0)
     """Discount factor."""
 
@@ -96,8 +145,8 @@ class WorkersConfig:
     """Rollout workers (Ray actors; stepped in turn by the local runtime)."""
     envs_per_worker: int = bounded(4, ge=1)
     """Environments in each worker's vector env."""
-    cpus_per_worker: float = bounded(1.0, gt=0.0)
-    """CPUs each worker asks Ray for."""
+    cpus_per_worker: float = bounded(1.0, ge=RAY_PRECISION)
+    """CPUs each worker asks Ray for; one node must have that many."""
     max_chunks_in_flight: int = bounded(2, ge=1)
     """Chunks a worker may have requested but not yet delivered to the experience store
     (backpressure)."""
@@ -137,11 +186,11 @@ class LearnerConfig:
     stop the run, with the checkpoints saved before intact."""
     sync_interval: int = bounded(20, ge=1)
     """Publish new weights to the workers every this many updates."""
-    device: str = "auto"
+    device: str = checked("auto", torch_device_problem)
     """Torch device: "auto" (CUDA when torch sees one, else CPU), "cpu", "cuda" or "cuda:N"."""
-    num_gpus: float | None = bounded(None, ge=0.0)
-    """GPUs the learner actor asks Ray for (fractions allowed); None asks for one when the
-    cluster has a GPU and none otherwise."""
+    num_gpus: float | None = bounded(None, ge=0.0, check=ray_gpus_problem)
+    """GPUs each learner actor asks Ray for (a fraction of one GPU, or whole GPUs); None asks
+    for one when the cluster has a GPU for each learner and none otherwise."""
     num_threads: int = bounded(1, ge=1)
     """Torch CPU threads in the learner process."""
     batches_per_request: int = bounded(8, ge=1)
@@ -183,8 +232,10 @@ class RunConfig:
     optimizer and counters; `--resume` continues a run instead)."""
     runs_dir: str = "runs"
     """Directory under which each run gets its own directory."""
-    name: str | None = None
-    """Run directory name; None makes one from the env, the algorithm and the start time."""
+    name: str | None = checked(None, run_name_problem)
+    """Run directory name, one directory under `runs_dir` (letters, digits, '.', '_', '-',
+    not starting with '.'); None makes one from the env, the algorithm and the start
+    time."""
 
 
 @dataclass(frozen=True)

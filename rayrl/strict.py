@@ -1,9 +1,10 @@
 """Typed, frozen dataclasses built strictly from plain mappings (parsed YAML).
 
 `build(cls, data, path)` checks every key against the dataclass's fields ("did you mean"
-for the unknown ones), every value against its field's annotation, and numeric values
-against the bounds declared with `bounded`; each error names the dotted key, the value and
-what is valid, in one line.
+for the unknown ones), every value against its field's annotation, numeric values (and each
+number of a list) against the bounds declared with `bounded`, and values against the check
+declared with `checked`; each error names the dotted key, the value and what is valid, in
+one line.
 
 Written here rather than taken from a library because it is small, and the libraries that
 do this (pydantic, omegaconf) either do not name the dotted key and the valid range in one
@@ -16,7 +17,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field
 from typing import Any, Literal
 
@@ -39,9 +40,18 @@ def bounded(
     ge: float | None = None,
     le: float | None = None,
     lt: float | None = None,
+    check: Callable[[Any], str | None] | None = None,
 ) -> Any:
-    """A dataclass field whose numeric value is range-checked when the config is built."""
-    return field(default=default, metadata={"bounds": (gt, ge, le, lt)})
+    """A dataclass field whose numeric value (or each number of a list) is range-checked when
+    the config is built, then vetted by `check` when given (see `checked`)."""
+    return field(default=default, metadata={"bounds": (gt, ge, le, lt), "check": check})
+
+
+def checked(default: Any, check: Callable[[Any], str | None]) -> Any:
+    """A dataclass field whose value `check` vets when the config is built, for rules that a
+    type and bounds cannot say: it returns None for a valid value, else what is wrong and
+    what is valid (the error starts with the dotted key and the value)."""
+    return field(default=default, metadata={"check": check})
 
 
 def build(cls: type, data: Any, path: str) -> Any:
@@ -65,6 +75,7 @@ def build(cls: type, data: Any, path: str) -> Any:
         dotted = f"{path}.{name}" if path else name
         value = coerce(hints[name], data[name], dotted)
         check_bounds(f, value, dotted)
+        check_value(f, value, dotted)
         kwargs[name] = value
     return cls(**kwargs)
 
@@ -85,9 +96,13 @@ def unknown_key(key: str, path: str, valid: Mapping[str, Any], value: Any = None
 
 
 def check_bounds(f: dataclasses.Field, value: Any, dotted: str) -> None:
-    """Raise if a bounded numeric field is out of range."""
+    """Raise if a bounded numeric field, or a number of a bounded list, is out of range."""
     bounds = f.metadata.get("bounds")
     if bounds is None or value is None:
+        return
+    if isinstance(value, tuple):
+        for i, number in enumerate(value):
+            check_bounds(f, number, f"{dotted}[{i}]")
         return
     gt, ge, le, lt = bounds
     checks = [
@@ -100,6 +115,16 @@ def check_bounds(f: dataclasses.Field, value: Any, dotted: str) -> None:
     for bound, ok, _ in checks:
         if bound is not None and not ok(value, bound):
             raise ConfigError(f"{dotted}={value!r} is out of range; valid: {' and '.join(valid)}")
+
+
+def check_value(f: dataclasses.Field, value: Any, dotted: str) -> None:
+    """Raise if a `checked` field's check finds its value invalid."""
+    check = f.metadata.get("check")
+    if check is None or value is None:
+        return
+    problem = check(value)
+    if problem is not None:
+        raise ConfigError(f"{dotted}={value!r} {problem}")
 
 
 def describe(tp: Any) -> str:

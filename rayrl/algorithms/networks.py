@@ -136,15 +136,12 @@ def load_numpy_state_dict(module: nn.Module, weights: dict[str, np.ndarray]) -> 
 
 
 def resolve_device(device: str) -> torch.device:
-    """ "auto" is CUDA when torch sees a GPU, else CPU."""
+    """ "auto" is CUDA when torch sees a GPU, else CPU. Any other `learner.device` was parsed
+    by torch when the config was built (`rayrl.config.torch_device_problem`); whether this
+    process sees a GPU is only known here, where the learner runs."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except RuntimeError:
-        raise ConfigError(
-            f"learner.device={device!r} is not a torch device; valid: auto, cpu, cuda, cuda:N"
-        ) from None
+    resolved = torch.device(device)
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"learner.device={device!r} but torch sees no CUDA device; use 'auto'")
     return resolved

@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from rayrl.config import EnvConfig
-from rayrl.envs.plain import PlainGymnasium
+from rayrl.envs.plain import SET_BY_RAYRL, PlainGymnasium
 from rayrl.errors import ConfigError
 
 MAX_STEPS = 10_000
@@ -62,6 +62,13 @@ class MinAtar(PlainGymnasium):
     name = "minatar"
     defaults = MappingProxyType(
         {"clip_rewards": False, "terminal_on_life_loss": False, "repeat_action_probability": 0.1}
+    )
+    set_by_rayrl = MappingProxyType(
+        {
+            **SET_BY_RAYRL,
+            "game": "env.id",
+            "sticky_action_prob": "env.repeat_action_probability",
+        }
     )
 
     def owns(self, env_id: str) -> bool:

@@ -57,15 +57,17 @@ class EnvFamily(Protocol):
         ...
 
     def check(self, config: EnvConfig, key: str = "env.id") -> None:
-        """Raise a `ConfigError` naming the field if `config` cannot make this family's env;
-        `key` is the field that named `config.id` (`env.eval_id` for the evaluation env)."""
+        """Raise a `ConfigError` naming the field if `config` cannot make this family's env
+        (an unknown id, `env.kwargs` that the family sets itself); `key` is the field that
+        named `config.id` (`env.eval_id` for the evaluation env)."""
         ...
 
     def make_vector_env(
         self, config: EnvConfig, num_envs: int, num_threads: int
     ) -> gym.vector.VectorEnv:
         """`num_envs` copies in SAME_STEP autoreset mode, without the training-only signal
-        (reward clipping, episodic life), which the adapter applies."""
+        (reward clipping, episodic life), which the adapter applies; `env.kwargs` that the
+        env does not take raise a `ConfigError` (validation makes one env first)."""
         ...
 
     def make_render_env(

@@ -1,6 +1,38 @@
 """Launching and connecting: joining a Ray cluster or starting a local Ray sized to the
-machine, and checking that the cluster can host the run before any actor starts (CPUs,
-the learner's GPUs, and memory for the experience store)."""
+machine, and the pre-flight: once Ray is connected and before any actor starts, a run that
+the cluster can never host is refused in one line (`check_cluster`).
+
+An actor runs on one node, so capacity is counted per node as well as over the cluster: a
+worker's `workers.cpus_per_worker` CPUs, and a learner's `learner.num_gpus` GPUs with its
+CPU, must fit on one node (a cluster whose total is enough but whose every node is too
+small would leave the actor pending forever), and all of them in the cluster. This is not a
+packing of every actor onto the nodes: a run refused is one that can never start, and one
+accepted may still wait for capacity (the start and no-worker timeouts of `faults` bound
+that). The experience store's memory is checked against the largest node there now
+(`check_store_memory`).
+
+An autoscaler can add nodes. What no node holds now is accepted when a node type the
+autoscaler can start would hold it: the run logs that it waits for the autoscaler, and
+`faults.start_timeout_s` bounds the learner's wait. Ray 2.60 gives a driver no public way to
+read the autoscaler's node types, so `autoscaler_node_types` reads, most reliable first:
+
+1. the cluster config in the GCS (`ray._private.state.state.get_cluster_config()`): each
+   node group's resources and maximum count, as an autoscaler reports them (Anyscale's does;
+   Ray 2.60's own autoscalers do not yet); Ray Data and Ray Train read it for the same
+   question;
+2. when an autoscaler reports its state to the GCS (Ray's v2 autoscaler: the default of
+   `ray up` since Ray 2.50, and KubeRay's with autoscaler v2), the autoscaling config that
+   `ray up` leaves for it on the head node, `~/ray_bootstrap_config.yaml` (the driver of
+   `ray job submit` runs there; `ray cluster-dump` looks for it there too);
+3. an autoscaler that reports its state but whose node types neither gives (KubeRay keeps
+   them in the RayCluster resource, which a driver cannot read): what no node holds now is
+   accepted with the same log line, since refusing would make such a cluster unusable.
+
+Without an autoscaler's state in the GCS (a local Ray, nodes started by hand, Ray's v1
+autoscaler, whose status in the GCS's key-value store a read-only monitor on every cluster
+writes too) the nodes there now are all there will be. A private
+reading that fails (another Ray version) counts as "not known", never as an error.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +41,14 @@ import math
 import os
 import signal
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
+import torch
+import yaml
 
 from rayrl.algorithms import ALGORITHMS
 from rayrl.config import Config
@@ -78,37 +115,259 @@ def _init_keeping_sigterm_handler(**kwargs: Any) -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
+Resources = Mapping[str, float]
+"""Ray resources by name ("CPU", "GPU", "memory", ...)."""
+
+BOOTSTRAP_CONFIG = "~/ray_bootstrap_config.yaml"
+"""Where `ray up` puts the cluster's autoscaling config on the head node."""
+
+
+@dataclass(frozen=True)
+class NodeType:
+    """A kind of node the autoscaler can start."""
+
+    name: str
+    resources: Resources
+    max_count: float
+    """How many it may start (math.inf: no limit)."""
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What the cluster has now, and what its autoscaler can add."""
+
+    nodes: tuple[Resources, ...]
+    """The resources of each node alive now."""
+    node_types: tuple[NodeType, ...] | None
+    """The node types the autoscaler can start: none without an autoscaler, None for an
+    autoscaler whose node types are not known."""
+
+    def fits_now(self, one: Resources, total: Resources) -> bool:
+        """Whether a node holds `one` and the nodes together hold `total`, now."""
+        return any(holds(node, one) for node in self.nodes) and holds(self.total(), total)
+
+    def fits_later(self, one: Resources, total: Resources) -> bool:
+        """Whether the autoscaler may make room for `one` on a node and `total` in all."""
+        if self.node_types is None:
+            return True
+        one_fits = any(holds(node, one) for node in self.nodes) or any(
+            holds(kind.resources, one) for kind in self.node_types
+        )
+        return one_fits and holds(self.total(with_autoscaler=True), total)
+
+    def total(self, with_autoscaler: bool = False) -> dict[str, float]:
+        """Each resource summed over the nodes (and, with the autoscaler, over as many nodes
+        of each type as it may start: an upper bound)."""
+        sums: dict[str, float] = {}
+        for node in self.nodes:
+            for key, amount in node.items():
+                sums[key] = sums.get(key, 0.0) + amount
+        if with_autoscaler:
+            for kind in self.node_types or ():
+                for key, amount in kind.resources.items():
+                    if amount > 0:  # (0 x an unlimited count is no resource, not NaN)
+                        sums[key] = sums.get(key, 0.0) + amount * kind.max_count
+        return sums
+
+    def largest(self, key: str) -> float:
+        """The most of a resource on one node now."""
+        return max((node.get(key, 0.0) for node in self.nodes), default=0.0)
+
+    def autoscaler_note(self) -> str:
+        """What a refusal says about the autoscaler, when there is one."""
+        if not self.node_types:
+            return ""
+        names = ", ".join(kind.name for kind in self.node_types)
+        return f", nor any node type its autoscaler can start ({names})"
+
+
+def holds(have: Resources, need: Resources) -> bool:
+    return all(have.get(key, 0.0) >= amount for key, amount in need.items() if amount > 0)
+
+
 def check_cluster(config: Config, spec: EnvSpec) -> float:
-    """Raise if the cluster cannot host the run; returns the learner's GPU request."""
+    """Raise if the cluster can never host the run; returns each learner's GPU request.
+    What only the autoscaler can make room for is accepted with a log line."""
     check_store_memory(config, spec)
-    resources = ray.cluster_resources()
-    cpus, gpus = resources.get("CPU", 0.0), resources.get("GPU", 0.0)
-    if requested_cpus(config) > cpus:
-        raise ConfigError(
-            f"the Ray cluster has {cpus:g} CPUs but the run asks for "
-            f"{requested_cpus(config):g} (workers.num_workers={config.workers.num_workers} x "
-            f"workers.cpus_per_worker={config.workers.cpus_per_worker:g} + 1 per learner); "
-            "lower them or add nodes"
-        )
-    learners = config.learner.num_learners
-    num_gpus = config.learner.num_gpus
-    if num_gpus is None:
-        num_gpus = 1.0 if gpus >= learners else 0.0
-    elif num_gpus * learners > gpus:
-        raise ConfigError(
-            f"learner.num_gpus={num_gpus:g} for {learners} learner(s) but the Ray cluster has "
-            f"{gpus:g} GPUs; use null to take one per learner only when there are enough"
-        )
-    device = config.learner.device
-    if device.startswith("cuda") and num_gpus == 0:
-        # Ray hides every GPU from an actor that asked for none: the learner would fail at
-        # every start
-        raise ConfigError(
-            f"learner.device={device!r} but the learner gets no GPU from Ray (the cluster has "
-            f"{gpus:g} GPUs for {learners} learner(s), learner.num_gpus={config.learner.num_gpus}"
-            "); use 'auto' or 'cpu', or give the cluster a GPU per learner"
-        )
+    capacity = Capacity(
+        tuple(node["Resources"] for node in ray.nodes() if node["Alive"]),
+        autoscaler_node_types(),
+    )
+    check_workers(config, capacity)
+    num_gpus = learner_gpus(config, capacity)
+    check_learners(config, num_gpus, capacity)
+    check_device(config, num_gpus, capacity)
     return num_gpus
+
+
+def check_workers(config: Config, capacity: Capacity) -> None:
+    """One worker's CPUs on one node, and every actor's CPUs in the cluster."""
+    one = {"CPU": config.workers.cpus_per_worker}
+    total = {"CPU": requested_cpus(config)}
+    if capacity.fits_now(one, total):
+        return
+    if capacity.fits_later(one, total):
+        logger.info(
+            "the Ray cluster has no room for all the run's CPUs now: workers wait for the "
+            "autoscaler to start nodes"
+        )
+        return
+    if not any(holds(node, one) for node in capacity.nodes):
+        raise ConfigError(
+            f"workers.cpus_per_worker={config.workers.cpus_per_worker:g}: no Ray node has "
+            f"that many CPUs for a worker (the most on one node: {capacity.largest('CPU'):g})"
+            f"{capacity.autoscaler_note()}; lower it, or add a node with more CPUs"
+        )
+    raise ConfigError(
+        f"the Ray cluster has {capacity.total()['CPU']:g} CPUs but the run asks for "
+        f"{requested_cpus(config):g} (workers.num_workers={config.workers.num_workers} x "
+        f"workers.cpus_per_worker={config.workers.cpus_per_worker:g} + 1 per learner)"
+        f"{capacity.autoscaler_note()}; lower them or add nodes"
+    )
+
+
+def learner_demand(num_gpus: float, learners: int) -> tuple[Resources, Resources]:
+    """What one learner needs on one node, and all learners in the cluster."""
+    return {"CPU": LEARNER_CPUS, "GPU": num_gpus}, {"GPU": num_gpus * learners}
+
+
+def learner_gpus(config: Config, capacity: Capacity) -> float:
+    """`learner.num_gpus`; when null, one GPU per learner if the cluster has them now, else
+    none, which is said (a learner on a CPU is the slow part of a run)."""
+    if config.learner.num_gpus is not None:
+        return config.learner.num_gpus
+    learners = config.learner.num_learners
+    if capacity.fits_now(*learner_demand(1.0, learners)):
+        return 1.0
+    if config.learner.device != "cpu":
+        hint = ""
+        if capacity.node_types and capacity.fits_later(*learner_demand(1.0, learners)):
+            hint = " (set learner.num_gpus=1 to wait for the autoscaler to start a GPU node)"
+        logger.warning(
+            "learner.num_gpus is null and the Ray cluster has no GPU for each of the %d "
+            "learner(s): the learner trains on CPU%s",
+            learners,
+            hint,
+        )
+    return 0.0
+
+
+def check_learners(config: Config, num_gpus: float, capacity: Capacity) -> None:
+    """One learner's GPUs and CPU on one node, and every learner's GPUs in the cluster."""
+    learners = config.learner.num_learners
+    one, total = learner_demand(num_gpus, learners)
+    if capacity.fits_now(one, total):
+        return
+    if capacity.fits_later(one, total):
+        logger.info(
+            "the Ray cluster has no node with %g GPU(s) and %g CPU for each of %d learner(s) "
+            "now: the learner waits for the autoscaler to start a GPU node (up to "
+            "faults.start_timeout_s=%g s)",
+            num_gpus,
+            LEARNER_CPUS,
+            learners,
+            config.faults.start_timeout_s,
+        )
+        return
+    if not any(holds(node, one) for node in capacity.nodes):
+        raise ConfigError(
+            f"learner.num_gpus={num_gpus:g}: no Ray node has {num_gpus:g} GPU(s) and "
+            f"{LEARNER_CPUS:g} CPU for a learner (the most GPUs on one node: "
+            f"{capacity.largest('GPU'):g}){capacity.autoscaler_note()}; lower it, or add a "
+            "node with more GPUs"
+        )
+    raise ConfigError(
+        f"learner.num_gpus={num_gpus:g} for {learners} learner(s) but the Ray cluster has "
+        f"{capacity.total().get('GPU', 0.0):g} GPUs{capacity.autoscaler_note()}; use null "
+        "to take one per learner only when there are enough"
+    )
+
+
+def check_device(config: Config, num_gpus: float, capacity: Capacity) -> None:
+    """A CUDA device the learner will see: Ray shows an actor only the GPUs it was given,
+    numbered from 0, and none to an actor that asked for none (the learner would fail at
+    every start)."""
+    device = torch.device("cpu" if config.learner.device == "auto" else config.learner.device)
+    if device.type != "cuda":
+        return
+    if num_gpus == 0:
+        raise ConfigError(
+            f"learner.device={config.learner.device!r} but the learner gets no GPU from Ray "
+            f"(the cluster has {capacity.total().get('GPU', 0.0):g} GPUs for "
+            f"{config.learner.num_learners} learner(s), learner.num_gpus="
+            f"{config.learner.num_gpus}); use 'auto' or 'cpu', or give the cluster a GPU per "
+            "learner"
+        )
+    visible = max(1, math.ceil(num_gpus))
+    if device.index is not None and device.index >= visible:
+        raise ConfigError(
+            f"learner.device={config.learner.device!r} but a learner sees {visible} GPU(s) "
+            f"from Ray (learner.num_gpus={num_gpus:g}), numbered from 0; use 'cuda' or "
+            f"'cuda:0' to 'cuda:{visible - 1}'"
+        )
+
+
+def autoscaler_node_types() -> tuple[NodeType, ...] | None:
+    """The node types the cluster's autoscaler can start: none without an autoscaler, None
+    for one whose node types are not known (see the module's docstring for the sources)."""
+    reported = reported_node_types()
+    if reported is not None:
+        return reported
+    if not autoscaler_reports_state():
+        return ()
+    return bootstrap_node_types(Path(BOOTSTRAP_CONFIG).expanduser())
+
+
+def reported_node_types() -> tuple[NodeType, ...] | None:
+    """The node groups in the GCS's cluster config; None when none was reported."""
+    try:
+        from ray._private.state import state
+
+        cluster_config = state.get_cluster_config()
+    except Exception:  # a private reading: any failure means "not known"
+        logger.debug("no cluster config from the GCS", exc_info=True)
+        return None
+    if cluster_config is None or not cluster_config.node_group_configs:
+        return None
+    return tuple(
+        NodeType(
+            group.name, dict(group.resources), math.inf if group.max_count < 0 else group.max_count
+        )
+        for group in cluster_config.node_group_configs
+        if group.max_count != 0
+    )
+
+
+def autoscaler_reports_state() -> bool:
+    """Whether an autoscaler reports its state to the GCS (Ray's v2 autoscaler does)."""
+    try:
+        from ray._raylet import GcsClient
+        from ray.core.generated.autoscaler_pb2 import GetClusterStatusReply
+
+        client = GcsClient(address=ray.get_runtime_context().gcs_address)
+        reply = GetClusterStatusReply.FromString(client.get_cluster_status())
+    except Exception:  # a private reading: any failure means "not known"
+        logger.debug("no autoscaler state from the GCS", exc_info=True)
+        return False
+    return reply.HasField("autoscaling_state")
+
+
+def bootstrap_node_types(path: Path) -> tuple[NodeType, ...] | None:
+    """The worker node types of a cluster-launcher config (`available_node_types`, each up
+    to its `max_workers`, all up to the cluster's); None when there is no such file."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("available_node_types"), dict):
+        return None
+    cap = raw.get("max_workers", math.inf)
+    kinds = (
+        NodeType(name, dict(spec.get("resources") or {}), min(spec.get("max_workers", 0), cap))
+        for name, spec in raw["available_node_types"].items()
+        if isinstance(spec, dict) and name != raw.get("head_node_type")
+    )
+    return tuple(kind for kind in kinds if kind.max_count > 0)
 
 
 def check_store_memory(config: Config, spec: EnvSpec) -> None:

@@ -91,11 +91,44 @@ def test_configs_are_frozen():
             "workers.steps_per_chunk=5",
             r"unknown key 'workers.steps_per_chunk': it moved to 'algorithm.steps_per_chunk'",
         ),
+        (
+            "algorithm.hidden_sizes=[64, -1]",
+            r"algorithm.hidden_sizes\[1\]=-1 is out of range; valid: >= 1",
+        ),
+        ("run.name=../x", r"run.name='../x' is not a plain directory name"),
+        ("learner.device=tpu", r"learner.device='tpu' is not a torch device; valid: 'auto'"),
+        ("learner.num_gpus=2.5", r"learner.num_gpus=2.5 is not an amount Ray schedules"),
+        ("workers.cpus_per_worker=0", r"workers.cpus_per_worker=0.0 .* valid: >= 0.0001"),
     ],
 )
 def test_bad_values_name_the_key_the_value_and_what_is_valid(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, [override])
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "run.name=pong-dqn_seed.3",
+        f"run.name={'x' * 255}",
+        "run.name=null",
+        "algorithm.hidden_sizes=[]",
+        "algorithm.hidden_sizes=[1, 512]",
+        "learner.device=cpu",
+        "learner.device=cuda:1",
+        "learner.device=mps",
+        "learner.num_gpus=0",
+        "learner.num_gpus=0.25",
+        "learner.num_gpus=1",
+        "learner.num_gpus=4",
+        "workers.cpus_per_worker=0.5",
+    ],
+)
+def test_the_values_the_checks_allow(override):
+    """The checks that go beyond types and bounds refuse nothing that can run: a network
+    without hidden layers is linear, and a CUDA index is the learner's own to fit (the
+    pre-flight compares it with the GPUs Ray gives it)."""
+    load_config(None, [override])
 
 
 def test_unknown_preset_lists_the_presets():
