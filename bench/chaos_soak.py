@@ -4,8 +4,9 @@ the learner or the replay actor is SIGKILLed every 30-90 s.
 Reports the faults injected and survived (the run went on and ended on its time budget
 with status 0), what each cost (transitions lost with a replay, learner updates rolled back
 to the last checkpoint), whether the counters, metrics and checkpoints agree at the end
-(no env step twice in the JSONL files, the last metrics row at the final checkpoint's
-counters, every checkpoint loads, no temporary file left), and the memory of every process
+(env steps strictly increasing in the JSONL files, the last metrics row at the final
+checkpoint's counters, the saved replay stamped with the final checkpoint's env steps,
+every checkpoint loads, no temporary file left), and the memory of every process
 from the second third of the run to the last: summed resident sizes (RSS), and summed
 proportional sizes (PSS), which count Ray's shared-memory object store once rather than
 once per process that touched it.
@@ -33,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 from common import machine, pss_bytes, rss_bytes, run_processes
 
 from rayrl.checkpoint import load_checkpoint
@@ -80,20 +82,23 @@ def check_run(run: Path) -> list[str]:
     """What does not agree at the end of the run (empty when everything does)."""
     problems = []
     rows = training_rows(run)
-    steps = [row["env_steps"] for row in rows]
-    if steps != sorted(steps):
-        problems.append("metrics.jsonl env steps go back")
-    evals = [
-        json.loads(line)["env_steps"] for line in (run / "eval.jsonl").read_text().splitlines()
-    ]
-    if len(evals) != len(set(evals)):
-        problems.append("an evaluation appears twice in eval.jsonl")
+    for name in ("metrics.jsonl", "eval.jsonl"):
+        lines = (run / name).read_text().splitlines()
+        steps = [json.loads(line)["env_steps"] for line in lines]
+        if steps != sorted(set(steps)):
+            problems.append(f"{name}: env steps do not strictly increase")
     checkpoints = sorted((run / "checkpoints").glob("*.pt"))
     for path in checkpoints:
         load_checkpoint(path)
     final = load_checkpoint(run / "checkpoints" / "latest.pt")["counters"]
     if final["env_steps"] != rows[-1]["env_steps"]:
-        problems.append(f"latest.pt at {final['env_steps']} env steps, metrics at {steps[-1]}")
+        problems.append(
+            f"latest.pt at {final['env_steps']} env steps, metrics at {rows[-1]['env_steps']}"
+        )
+    with np.load(run / "checkpoints" / "replay.npz") as replay:
+        stamp = int(replay["metadata_env_steps"])
+    if stamp != final["env_steps"]:
+        problems.append(f"replay.npz stamped {stamp} env steps, latest.pt {final['env_steps']}")
     if final["updates"] != rows[-1]["learner/updates"]:
         problems.append("latest.pt's updates differ from the last metrics row's")
     if list(run.rglob("*.tmp")):

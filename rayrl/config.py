@@ -262,9 +262,11 @@ class FaultsConfig:
     max_restart_backoff_s: float = bounded(60.0, ge=0.0)
     """The longest wait before a restart."""
     call_timeout_s: float = bounded(600.0, gt=0.0)
-    """A learner that returns no update for this long while no experience arrives either
-    (nothing it waits for is coming), or an experience actor that does not answer a figures
-    call for this long, is hung: it is killed and restarted."""
+    """An actor that leaves its supervisor's probe unanswered for this long (its process
+    stopped or frozen), a learner whose update makes no progress this long while none of its
+    group waits for the experience actor (a CUDA or NCCL hang), or an experience actor
+    holding its lock this long with no save under way, is hung: it is killed and restarted.
+    A learner waiting on a saving or hung experience actor is not hung."""
     start_timeout_s: float = bounded(900.0, gt=0.0)
     """A learner that has not started this long after it was created stops the run (with
     the GPUs and CPUs it waits for); a worker that has not started is replaced, unless the

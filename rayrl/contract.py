@@ -174,9 +174,14 @@ class PersistentStore(ExperienceStore, Protocol):
     """A store that can be saved beside a checkpoint and refilled on resume (the optional
     capability: runtimes check for it with `isinstance`)."""
 
-    def save(self, path: Path) -> None: ...
+    def save(self, path: Path, env_steps: int) -> None:
+        """Write the store to `path`, stamped with the env steps of the checkpoint it goes
+        with."""
+        ...
 
-    def load(self, path: Path) -> None: ...
+    def load(self, path: Path) -> None:
+        """Refill from `path` (checked with `rayrl.replay.store.saved_replay_problem`)."""
+        ...
 
 
 def as_persistent(store: ExperienceStore) -> PersistentStore:

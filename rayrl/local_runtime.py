@@ -57,7 +57,7 @@ class LocalRuntime:
         replay_path = session.run_dir.replay_path
         if resume is not None:
             load_learner_state(self.learner, resume, session.run_dir.latest_checkpoint)
-            if self.persist and replay_path.is_file():
+            if self.persist and session.refill_from(replay_path):
                 as_persistent(self.store).load(replay_path)
                 logger.info(
                     "replay refilled with %d transitions from the checkpoint",
@@ -146,7 +146,9 @@ class LocalRuntime:
         replay_saved = True
         if self.persist and not best:
             path = self.session.run_dir.replay_path
-            save = functools.partial(as_persistent(self.store).save, path)
+            save = functools.partial(
+                as_persistent(self.store).save, path, self.session.counters.env_steps
+            )
             replay_saved = self.session.storage.write("replay", f"the replay to {path}", save)
         self.session.save_checkpoint(
             self.learner.state_dict(), self.learner.get_weights(), best=best, periodic=periodic

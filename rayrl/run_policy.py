@@ -253,12 +253,9 @@ def _missing_checkpoint(session: TrainingSession) -> list[str]:
     stopped_at = session.counters.env_steps
     if session.saved_env_steps == stopped_at:
         return []
-    latest = session.run_dir.latest_checkpoint
     on_disk = "no checkpoint is on disk"
-    if session.saved_env_steps is not None:
-        on_disk = f"{latest} is from {session.saved_env_steps:,} env steps"
-    elif latest.is_file():
-        on_disk = f"{latest} is the one the run resumed from"
+    if (saved := session.saved_env_steps) is not None:
+        on_disk = f"{session.run_dir.latest_checkpoint} is from {saved:,} env steps"
     problem = f"the final checkpoint (at {stopped_at:,} env steps) was not written; {on_disk}"
     logger.error("%s", problem)
     return [problem]

@@ -12,6 +12,7 @@ import logging
 import math
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from rayrl.contract import StoreKind
 from rayrl.core import EvalResult, ModelInfo, StoreStats
 from rayrl.errors import Failure, UserError
 from rayrl.recorders import Recorders
+from rayrl.replay.store import saved_replay_problem
 from rayrl.rundir import RunDirectory
 from rayrl.stats import RunStats
 from rayrl.storage import Storage
@@ -94,8 +96,11 @@ class TrainingSession:
         """The error the run stopped on, if any."""
         self.evaluated_env_steps: int | None = None
         """The env-step count of the weights evaluated last (see `begin`)."""
-        self.saved_env_steps: int | None = None
-        """The env-step count of the newest `latest.pt` this segment wrote."""
+        self.saved_env_steps: int | None = (
+            counters.env_steps if run_dir.latest_checkpoint.is_file() else None
+        )
+        """The env-step count of `latest.pt` on disk: the checkpoint the run resumed from,
+        then the newest this segment wrote."""
         self.end_problems: list[str] = []
         """What the end of the run could not save besides `latest.pt`, one line each."""
 
@@ -202,6 +207,17 @@ class TrainingSession:
         a second row at the same count."""
         return self.evaluated_env_steps == self.counters.env_steps
 
+    def refill_from(self, path: Path) -> bool:
+        """Whether the replay saved at `path` goes with the checkpoint the run continues
+        from (`saved_env_steps`); when it does not, one warning line says why and the
+        replay starts empty."""
+        if self.saved_env_steps is None:
+            return False  # started again from the beginning: whatever is there is older
+        problem = saved_replay_problem(path, self.saved_env_steps)
+        if problem is not None:
+            logger.warning("%s not used: %s; the replay starts empty", path, problem)
+        return problem is None
+
     def replay_not_saved(self, cause: str) -> None:
         """Say in one line, and keep for the exit status, that the replay asked for beside
         the final checkpoint was not saved, and what is on disk instead."""
@@ -219,19 +235,24 @@ class TrainingSession:
         *,
         best: bool = False,
         periodic: bool = False,
+        env_steps: int | None = None,
     ) -> None:
         """Write latest.pt (and best.pt / a periodic step checkpoint when asked), unless the
         weights are not finite: the checkpoints saved before are kept, never replaced or
         rotated away by broken ones. Writes go through `storage` (retried; a failed one
-        leaves the file before it in place and rotates nothing away)."""
+        leaves the file before it in place and rotates nothing away). `env_steps` is the
+        count the learner's state was asked for at (default: now), which the replay saved
+        beside it is stamped with."""
+        env_steps = self.counters.env_steps if env_steps is None else env_steps
         if not all(np.isfinite(w).all() for w in policy.weights.values()):
             logger.error(
                 "checkpoint at %d env steps not saved: the weights are not finite; the "
                 "checkpoints saved before are kept",
-                self.counters.env_steps,
+                env_steps,
             )
             return
         counters = asdict(self.counters)
+        counters["env_steps"] = env_steps
         counters["elapsed_s"] = self.counters.elapsed_s + self.wall_s
         payload = {
             "algorithm": self.config.algorithm.name,
@@ -242,7 +263,7 @@ class TrainingSession:
         }
         targets = [self.run_dir.best_checkpoint] if best else [self.run_dir.latest_checkpoint]
         if periodic:
-            targets.append(self.run_dir.periodic_checkpoint(self.counters.env_steps))
+            targets.append(self.run_dir.periodic_checkpoint(env_steps))
         saved = [
             path
             for path in targets
@@ -256,6 +277,6 @@ class TrainingSession:
             for old in self.run_dir.periodic_checkpoints()[: -self.config.run.keep_checkpoints]:
                 old.unlink(missing_ok=True)
         if self.run_dir.latest_checkpoint in saved:
-            self.saved_env_steps = self.counters.env_steps
+            self.saved_env_steps = env_steps
         if saved:
-            logger.info("checkpoint saved at %d env steps: %s", self.counters.env_steps, saved)
+            logger.info("checkpoint saved at %d env steps: %s", env_steps, saved)

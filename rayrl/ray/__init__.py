@@ -5,6 +5,7 @@
   and the learner;
 - `factory`: the one place where classes become actors (`ray.remote`), with their options;
 - `dispatcher`: the outstanding calls, and the incarnation guard;
+- `probe`: liveness probes, telling a hung actor from one waiting on another;
 - `workers`, `learners`, `store`, `evaluator`: one supervisor per kind of actor;
 - `driver`: the event loop over them;
 - `runtime`: `train_ray`, the Ray runtime's entry point.

@@ -106,7 +106,6 @@ class RayDriver:
             restore_point=self._restore_point,
             publish=self.workers.publish,
             on_placement=self._on_placement,
-            experience_at=lambda: self.workers.last_inserted_at,
         )
         self.evaluator = EvaluatorSupervisor(
             factory, self.dispatcher, deaths, stats, config.run.eval_timeout_s, faults
@@ -131,11 +130,10 @@ class RayDriver:
         return warm_start(self.config.run.init_checkpoint, self.config.algorithm.name)
 
     def _saved_buffer(self) -> Path | None:
-        """The buffer saved with the last checkpoint, to refill a new store from (none
-        before the first checkpoint: a run started again from the beginning starts empty)."""
-        run_dir = self.session.run_dir
-        saved = run_dir.replay_path.is_file() and run_dir.latest_checkpoint.is_file()
-        return run_dir.replay_path if self.persist and saved else None
+        """The buffer saved with the checkpoint on disk, to refill a new store from (none
+        before the first checkpoint, or when the replay on disk does not go with it)."""
+        path = self.session.run_dir.replay_path
+        return path if self.persist and self.session.refill_from(path) else None
 
     def _restore_point(self) -> tuple[LearnerStart, str]:
         """Where learners that replace a dead one start from, and how to say it."""
@@ -221,11 +219,12 @@ class RayDriver:
         the weights to store as the acting policy (the evaluated ones for `best.pt`)."""
         policy = policy if policy is not None else self.latest_info
         state_ref = self.learners.state()
+        env_steps = self.session.counters.env_steps  # the checkpoint's, and its replay's
         if periodic:
             self._checkpoint_ref = state_ref
             self.session.checkpoint_started()
             if self.persist:
-                self.store.save(self.session.run_dir.replay_path)
+                self.store.save(self.session.run_dir.replay_path, env_steps)
 
         def save(state: dict[str, Any]) -> None:
             try:
@@ -233,7 +232,9 @@ class RayDriver:
             except RayError as error:
                 logger.warning("checkpoint skipped: its weights are lost (%s)", error)
                 return
-            self.session.save_checkpoint(to_torch_tree(state), info, best=best, periodic=periodic)
+            self.session.save_checkpoint(
+                to_torch_tree(state), info, best=best, periodic=periodic, env_steps=env_steps
+            )
 
         def failed(error: BaseException) -> None:
             logger.warning("checkpoint skipped: %s", error)
@@ -275,10 +276,10 @@ class RayDriver:
         return self.session.last_eval
 
     def final_checkpoint(self, periodic: bool) -> None:
-        if not self.learners.handles:
+        if not self.learners.handles or not self.learners.started:
             logger.warning(
-                "no final checkpoint: no learner is running (it was being restored); the "
-                "checkpoints written before are kept"
+                "no final checkpoint: no learner is running (it is being restored, or waits "
+                "for a node); the checkpoints written before are kept"
             )
             return
         deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S  # for all of the learner's calls
@@ -287,7 +288,8 @@ class RayDriver:
         )
         replay_failures = self.session.storage.errors_in_a_row.get("replay", 0)
         if self.persist and self.store.handle is not None:
-            self.store.save(self.session.run_dir.replay_path)  # waited for below
+            # stamped with the final count, waited for below
+            self.store.save(self.session.run_dir.replay_path, self.session.counters.env_steps)
         if len(self.learners.handles) > 1:
             self._check_learners_agree(deadline)
         info = self.latest_info if self.latest_info is not None else self.learners.weights()

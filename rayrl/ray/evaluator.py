@@ -2,9 +2,16 @@
 never pausing training, one at a time. The driver starts the actor once the run has
 started up (its first chunk is in), so that its process does not take the cores from the
 workers and the learner while they start. An evaluation that fails, or takes longer than
-`run.eval_timeout_s` (a hung env must not silently stop evaluation), replaces the actor,
-under its restart policy (`faults.evaluator_restarts` within the window, with backoff); an
-error in its constructor stops the run (it would recur at every restart)."""
+`run.eval_timeout_s` (a hung env, or a stopped process, must not silently stop evaluation),
+replaces the actor, under its restart policy (`faults.evaluator_restarts` within the
+window, with backoff); an error in its constructor stops the run (it would recur at every
+restart).
+
+The timeout counts from when the evaluation was asked for or the actor started, whichever
+is later: an evaluation asked of an actor still starting (its process, a cluster's runtime
+env, the env's construction) waits for that start, which says nothing about the
+evaluation and counts against `faults.start_timeout_s` instead. The evaluation waits on no
+other actor: the weights it gets were published, so they exist already."""
 
 from __future__ import annotations
 
@@ -40,6 +47,7 @@ class EvaluatorSupervisor:
         self.deaths = deaths
         self.stats = stats
         self.timeout_s = timeout_s
+        self.start_timeout_s = faults.start_timeout_s
         self.clock = clock
         self.restarts = RestartPolicy.of("the evaluator", faults.evaluator_restarts, faults, clock)
         self.handle: Any = None
@@ -52,11 +60,30 @@ class EvaluatorSupervisor:
         self._started_at = 0.0
         self.started = False
         """`start` was called (the actor may since have been replaced)."""
+        self.created_at = 0.0
+        self.ready_at: float | None = None
+        """When the running actor finished its constructor; None before."""
         deaths.supervisors.append(self)
 
     def start(self) -> None:
         self.started = True
-        self.handle = self.factory.evaluator()
+        self._use(self.factory.evaluator())
+
+    def _use(self, handle: Any) -> None:
+        """Run `handle`, a new actor, and hear when it has started."""
+        self.handle = handle
+        self.created_at = self.clock()
+        self.ready_at = None
+        self.dispatcher.submit(
+            handle.__ray_ready__.remote(), self._on_ready, self._on_ready_error, self.life
+        )
+
+    def _on_ready(self, _: Any) -> None:
+        self.ready_at = self.clock()
+
+    def _on_ready_error(self, error: BaseException) -> None:
+        if not self.deaths.handle(error):  # a death (in its constructor too) is dealt with
+            self._replace(one_line(error))
 
     @property
     def available(self) -> bool:
@@ -94,11 +121,22 @@ class EvaluatorSupervisor:
             self._replace(one_line(error))
 
     def check_hung(self) -> None:
-        """Start a replacement that is due; replace the evaluator when an evaluation hangs."""
+        """Start a replacement that is due; replace the evaluator when it does not start or
+        an evaluation hangs."""
         now = self.clock()
         if self.restart_at is not None and now >= self.restart_at:
             self._restart()
-        if self.pending and now - self._started_at > self.timeout_s:
+        if self.handle is None:
+            return
+        if self.ready_at is None:
+            if now - self.created_at > self.start_timeout_s:
+                logger.warning(
+                    "the evaluator did not start within faults.start_timeout_s=%g s; replacing it",
+                    self.start_timeout_s,
+                )
+                self._replace("it did not start (faults.start_timeout_s)")
+            return
+        if self.pending and now - max(self._started_at, self.ready_at) > self.timeout_s:
             logger.warning(
                 "evaluation took longer than run.eval_timeout_s=%g s; replacing the evaluator",
                 self.timeout_s,
@@ -130,4 +168,4 @@ class EvaluatorSupervisor:
     def _restart(self) -> None:
         self.restart_at = None
         self.incarnation += 1
-        self.handle = self.factory.evaluator(self.incarnation)
+        self._use(self.factory.evaluator(self.incarnation))

@@ -9,7 +9,9 @@ workers and the learner while a run starts.
 
 from __future__ import annotations
 
+import logging
 import threading
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,8 @@ import numpy as np
 
 from rayrl.contract import Family, as_persistent
 from rayrl.core import StoreStats
+
+logger = logging.getLogger(__name__)
 
 
 class ExperienceService:
@@ -30,9 +34,22 @@ class ExperienceService:
     """
 
     def __init__(self, family: Family, settings: Any, restore: Path | None = None) -> None:
+        """`restore`: a saved store to refill from, which the driver has checked goes with
+        its checkpoint; one that fails to load all the same (damaged past what the check
+        reads) leaves the store empty, with a warning, rather than failing every start."""
         self.store = family.make_store(settings)
-        if restore is not None and restore.is_file():
-            as_persistent(self.store).load(restore)
+        if restore is not None:
+            try:
+                as_persistent(self.store).load(restore)
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+                logger.warning(
+                    "%s not used: it is damaged (%s: %s); the %s starts empty",
+                    restore,
+                    type(error).__name__,
+                    error,
+                    family.store.namespace,
+                )
+                self.store = family.make_store(settings)
         self._changed = threading.Condition()
         self._stopped = False
 
@@ -74,10 +91,15 @@ class ExperienceService:
         with self._changed:
             return self.store.stats()
 
-    def save(self, path: Path) -> int:
-        """Write the store to `path` (on this actor's node); returns its size."""
+    def ping(self) -> None:
+        """The supervisor's probe: answered without the store's lock, so at once even while
+        a save holds it; a stopped or frozen process does not answer."""
+
+    def save(self, path: Path, env_steps: int) -> int:
+        """Write the store to `path` (on this actor's node, which is the driver's), stamped
+        with the checkpoint's `env_steps`; returns its size."""
         with self._changed:
-            as_persistent(self.store).save(path)
+            as_persistent(self.store).save(path, env_steps)
             return self.store.stats().size
 
     def stop(self) -> None:

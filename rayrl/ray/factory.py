@@ -4,10 +4,14 @@
   each, spread over the cluster; `set_weights` runs in its own concurrency group, beside a
   sample call in progress;
 - `ExperienceService` -> the experience actor (replay buffer or unroll queue), on the
-  driver's node when possible (so that saving the buffer with a checkpoint writes into the
-  run directory), reserving the memory it holds when full (`memory=`);
+  driver's node: always when it is saved with checkpoints (`algorithm.replay.
+  save_with_checkpoint`: it writes and reads the replay in the run directory, which is on the
+  driver's node), when possible otherwise; reserving the memory it holds when full
+  (`memory=`; saving it copies only its small per-transition arrays, `rayrl.replay.npz`);
 - `LearnerService` -> the learner actor(s), each with the GPUs `check_cluster` decided (one
   by default when the cluster has a GPU), so that on a cluster they land on GPU nodes;
+  `pulse` (the supervisor's probe) runs in its own concurrency group, beside a `train` call
+  in progress;
 - `Evaluator` -> an evaluation actor.
 
 Every actor is named `rayrl/<run>/<role>[.<incarnation>]`: easy to find in Ray's dashboard
@@ -75,11 +79,13 @@ class ActorFactory:
                 # what it holds when full: Ray places it where that fits, and counts it
                 memory=self.family.store_memory(self.config, self.spec),
                 # every caller may be waiting on the store at once: all workers' adds, the
-                # learners' sample requests, and stats/priorities/save/stop calls
+                # learners' sample requests, and stats/priorities/save/stop/ping calls
                 max_concurrency=workers.num_workers * workers.max_chunks_in_flight
                 + learner.num_learners * learner.prefetch_requests
                 + 8,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True),
+                scheduling_strategy=NodeAffinitySchedulingStrategy(
+                    here, soft=not self.family.persists(self.config.algorithm)
+                ),
             )
             .remote(self.family, self.family.store_settings(self.config, self.spec), restore)
         )
@@ -89,7 +95,8 @@ class ActorFactory:
         config = self.config
         count = config.learner.num_learners
         learners = [
-            ray.remote(LearnerService)
+            # train and the other calls run one at a time; the probe runs beside them
+            ray.remote(concurrency_groups={"probe": 1})(LearnerService)
             .options(
                 name=self._name(f"learner-{rank}" if rank else "learner", incarnation),
                 num_cpus=LEARNER_CPUS,

@@ -102,7 +102,26 @@ def connect(config: Config, address: str | None, dashboard: bool = False) -> boo
         _init_keeping_sigterm_handler(address=address, logging_level=logging.WARNING)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise UserError(f"cannot connect to the Ray cluster at '{address}': {exc}") from None
+    if token_auth_enabled() is False:
+        logger.warning(
+            "the Ray cluster at %s let this driver in without a token: it does not enforce "
+            "token authentication, so anyone who can reach it can run code on it; start it "
+            "with RAY_AUTH_MODE=token (cluster/README.md, Security)",
+            address,
+        )
     return True
+
+
+def token_auth_enabled() -> bool | None:
+    """Whether this process talks to Ray with token authentication (Ray 2.52+). A driver
+    without it that could connect means the cluster does not require it: a cluster that
+    does refuses it. None when this Ray does not say (its private API moved)."""
+    try:
+        from ray._private.authentication.authentication_utils import is_token_auth_enabled
+
+        return bool(is_token_auth_enabled())
+    except Exception:  # another Ray version: no answer, no warning
+        return None
 
 
 def _init_keeping_sigterm_handler(**kwargs: Any) -> None:
@@ -372,18 +391,41 @@ def bootstrap_node_types(path: Path) -> tuple[NodeType, ...] | None:
 
 def check_store_memory(config: Config, spec: EnvSpec) -> None:
     """Refuse a replay (or unroll queue) larger than any node's memory for actors: it would
-    fail, or be killed by the OOM killer, only once it has filled, hours into the run."""
+    fail, or be killed by the OOM killer, only once it has filled, hours into the run. A
+    replay saved with checkpoints runs on the driver's node (it writes and reads the run
+    directory there): that node must hold it, and the driver must be on a node of the
+    cluster (not a Ray Client: its run directory is on another machine than the store)."""
     family = ALGORITHMS[config.algorithm.name].family
     needed = family.store_memory(config, spec)
-    nodes = [node["Resources"].get("memory", 0.0) for node in ray.nodes() if node["Alive"]]
-    largest = max(nodes, default=0.0)
+    gib = 2**30
+    key = (
+        "algorithm.replay.capacity"
+        if family.store.namespace == "replay"
+        else ("algorithm.num_storages")
+    )
+    alive = [node for node in ray.nodes() if node["Alive"]]
+    if family.persists(config.algorithm):
+        from ray.util.client import ray as ray_client
+
+        if ray_client.is_connected():
+            raise ConfigError(
+                "algorithm.replay.save_with_checkpoint=true needs the driver on a node of the "
+                "cluster (the replay is written into the run directory by an actor on the "
+                "driver's node), and a Ray Client driver is not: submit the run with `ray "
+                "job submit` (cluster/README.md), or set it to false"
+            )
+        here = ray.get_runtime_context().get_node_id()
+        available = sum(n["Resources"].get("memory", 0.0) for n in alive if n["NodeID"] == here)
+        if needed > available:
+            raise ConfigError(
+                f"the {family.store.namespace} needs about {needed / gib:.1f} GiB when full and "
+                "algorithm.replay.save_with_checkpoint=true keeps it on the driver's node, "
+                f"which has {available / gib:.1f} GiB of memory for actors; lower {key}, run "
+                "the driver on a larger node, or set save_with_checkpoint=false"
+            )
+        return
+    largest = max((node["Resources"].get("memory", 0.0) for node in alive), default=0.0)
     if needed > largest:
-        gib = 2**30
-        key = (
-            "algorithm.replay.capacity"
-            if family.store.namespace == "replay"
-            else ("algorithm.num_storages")
-        )
         raise ConfigError(
             f"the {family.store.namespace} needs about {needed / gib:.1f} GiB when full, but the "
             f"largest Ray node has {largest / gib:.1f} GiB of memory for actors; lower {key} "

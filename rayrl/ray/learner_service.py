@@ -4,7 +4,11 @@ The learners do not know about processes; this shell gives one what a long-lived
 needs (Sample Factory's learner vs learner_worker split): it pulls batches from the
 experience actor (`rayrl.ray.experience_service`) itself, keeping requests in flight so
 that it does not wait on it, sends priorities back without waiting, and joins its peers'
-process group when there are several learners.
+process group when there are several learners. It also answers its supervisor's probe
+(`pulse`, from a concurrency group of its own, beside a `train` call in progress) with what
+its training thread is doing: waiting for the experience actor, or working, and for how
+long without progress, so that a learner waiting on a busy store is told from a hung one
+(`rayrl.ray.learners`).
 
 `rayrl.ray.factory` turns it into a Ray actor.
 """
@@ -15,6 +19,8 @@ import hashlib
 import socket
 import time
 from collections import defaultdict, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,6 +50,24 @@ class LearnerReport:
     sampled: int
     metrics: dict[str, list[float]] = field(default_factory=dict)
     nonfinite: NonFiniteSteps = field(default_factory=NonFiniteSteps)
+
+
+IDLE, WAITING, WORKING = "idle", "waiting", "working"
+"""What a learner's training thread does: nothing (between calls), wait for a batch from
+the experience actor, or work on its own (updates, the all-reduce with its peers, its
+state)."""
+
+
+@dataclass(frozen=True)
+class LearnerPulse:
+    """A learner's answer to its probe."""
+
+    waiting_for_store: bool
+    """It waits for a batch from the experience actor (which may be saving, or hung: the
+    store's supervisor deals with that)."""
+    stalled_s: float
+    """How long it has been working without progress (no update finished, no batch or call
+    began): a CUDA kernel or an all-reduce that never returns. 0 when idle or waiting."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +106,8 @@ class LearnerService:
         self.learner: Learner | None = None
         self._requests: deque = deque()
         self._batches: deque = deque()
+        self._activity = (IDLE, time.monotonic())
+        """What the training thread does, and since when (read by `pulse`'s thread)."""
         if settings.num_learners == 1:
             self._build()
 
@@ -126,6 +152,25 @@ class LearnerService:
         assert self.learner is not None, "the learner is built once its group has formed"
         return self.learner
 
+    def _now(self, activity: str) -> None:
+        """The training thread does `activity` from now on (each call marks progress)."""
+        self._activity = (activity, time.monotonic())
+
+    @contextmanager
+    def _working(self) -> Iterator[None]:
+        self._now(WORKING)
+        try:
+            yield
+        finally:
+            self._now(IDLE)
+
+    def pulse(self) -> LearnerPulse:
+        """The probe's answer (its own concurrency group: it runs beside a `train` call; a
+        stopped or frozen process does not answer it)."""
+        activity, since = self._activity
+        stalled = time.monotonic() - since if activity == WORKING else 0.0
+        return LearnerPulse(waiting_for_store=activity == WAITING, stalled_s=stalled)
+
     def set_store(self, store: Any) -> None:
         """Use a new experience actor (after the old one died)."""
         self.store = store
@@ -142,7 +187,9 @@ class LearnerService:
                         self._learner.updates,
                     )
                 )
+            self._now(WAITING)
             batches = ray.get(self._requests.popleft())
+            self._now(WORKING)
             if not batches:  # the experience service was stopped
                 return None
             self._batches.extend(batches)
@@ -157,6 +204,10 @@ class LearnerService:
 
     def train(self, num_updates: int) -> tuple[LearnerReport, ModelInfo]:
         """Run up to `num_updates` updates; returns a report and the new weights."""
+        with self._working():
+            return self._train(num_updates)
+
+    def _train(self, num_updates: int) -> tuple[LearnerReport, ModelInfo]:
         start = time.perf_counter()
         update_s = 0.0
         metrics: dict[str, list[float]] = defaultdict(list)
@@ -170,6 +221,7 @@ class LearnerService:
                 break
             t0 = time.perf_counter()
             result = self._learner.update(batch)
+            self._now(WORKING)  # progress
             update_s += time.perf_counter() - t0
             done += 1
             for key, value in result.metrics.items():
@@ -193,15 +245,18 @@ class LearnerService:
         return report, self._learner.get_weights()
 
     def weights(self) -> ModelInfo:
-        return self._learner.get_weights()
+        with self._working():
+            return self._learner.get_weights()
 
     def state(self) -> dict[str, Any]:
         """The full learner state as numpy (faster through the object store than tensors)."""
-        return to_numpy_tree(self._learner.state_dict())
+        with self._working():
+            return to_numpy_tree(self._learner.state_dict())
 
     def parameters_digest(self) -> str:
         """A hash of the network parameters (learners in one group must agree)."""
         digest = hashlib.sha256()
-        for value in self._learner.get_weights().weights.values():
-            digest.update(np.ascontiguousarray(value).tobytes())
+        with self._working():
+            for value in self._learner.get_weights().weights.values():
+                digest.update(np.ascontiguousarray(value).tobytes())
         return digest.hexdigest()

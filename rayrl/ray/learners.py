@@ -9,13 +9,28 @@ so this process owns it and it outlives a learner crash.
 A dead learner (any of them) is restored, with its peers, from the latest checkpoint (or
 the state the run was resumed from, or afresh before the first checkpoint): peers of a dead
 learner cannot go on alone, since they all-reduce with it. Restores follow the learner's
-restart policy (`faults.learner_restarts` within the window, with backoff). A learner is
-hung when it returns no update for `faults.call_timeout_s` while no experience arrives
-either (a learner waiting for experience that is on its way is not hung; one that stopped
-sampling soon stops the workers through the store's limits): it is restored too. An error
-in the learner's constructor (a checkpoint whose state does not load) and a learner that
-Ray cannot place within `faults.start_timeout_s` (no node has the GPU it asks for) stop the
+restart policy (`faults.learner_restarts` within the window, with backoff). An error in the
+learner's constructor (a checkpoint whose state does not load) and a learner that Ray
+cannot place within `faults.start_timeout_s` (no node has the GPU it asks for) stop the
 run: they would recur at every restore.
+
+Hung learners are restored too. Whether updates or experience arrive says little about
+that. A hung learner samples nothing, yet experience keeps arriving: without a replay ratio
+(`algorithm.replay.samples_per_insert=null`) for the rest of the run, and with one until
+the limiter holds the workers back (after the warm-up, and a tolerance of one sample
+request over the ratio: long at a low ratio). The other way round, a healthy learner
+returns no update while the store it samples from holds its lock to save a large replay,
+and no experience arrives then either. So each learner is probed (`rayrl.ray.probe`): its
+`pulse` runs in a concurrency group of its own and answers, beside a `train` call in
+progress, what its training thread does. The group is hung when
+
+- a learner leaves its probe unanswered for `faults.call_timeout_s`: its process is stopped
+  or frozen (SIGSTOP, a machine out of memory, a deadlock that holds the GIL); or
+- no learner waits for the store and one has worked for `faults.call_timeout_s` without
+  progress: an update stuck in a CUDA kernel or an all-reduce that never returns (a probe
+  thread still answers then). A learner waiting for the store is never hung, and neither
+  are its peers, which wait for it in their all-reduce: the store may be saving, or itself
+  hung, and then its supervisor replaces the store (`rayrl.ray.store`), not the learner.
 """
 
 from __future__ import annotations
@@ -23,6 +38,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from rayrl.config import FaultsConfig
@@ -30,7 +46,8 @@ from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
 from rayrl.ray.factory import ActorFactory, is_placed
 from rayrl.ray.launch import LEARNER_CPUS
-from rayrl.ray.learner_service import LearnerReport, LearnerStart
+from rayrl.ray.learner_service import LearnerPulse, LearnerReport, LearnerStart
+from rayrl.ray.probe import Probe
 from rayrl.ray.restarts import RestartPolicy, constructor_error, one_line
 from rayrl.ray.store import StoreSupervisor
 from rayrl.session import Counters
@@ -56,15 +73,13 @@ class LearnerSupervisor:
         restore_point: Callable[[], tuple[LearnerStart, str]],
         publish: Callable[..., None],
         on_placement: Callable[[dict[str, str]], None],
-        experience_at: Callable[[], float],
         clock: Callable[[], float] = time.monotonic,
         placed: Callable[[Any], bool] = is_placed,
     ) -> None:
         """`restore_point()` gives where restored learners start from and a description of it
         for the log; `publish(info, version, rollback=...)` hands new weights on (a reference
         to a `ModelInfo`; `rollback` after a restore); `on_placement` hears where the learner
-        runs; `experience_at()` is when the store last took experience (`clock` time);
-        `placed(handle)` whether Ray has given an actor a process."""
+        runs; `placed(handle)` whether Ray has given an actor a process."""
         self.factory = factory
         self.dispatcher = dispatcher
         self.deaths = deaths
@@ -75,7 +90,6 @@ class LearnerSupervisor:
         self.restore_point = restore_point
         self.publish = publish
         self.on_placement = on_placement
-        self.experience_at = experience_at
         self.clock = clock
         self.placed = placed
         self.faults = faults
@@ -85,8 +99,9 @@ class LearnerSupervisor:
         self.started = False
         """The first learner has answered (its constructor finished)."""
         self.created_at = 0.0
-        self.answered_at = 0.0
-        """When the first learner last returned a `train` call (or was first asked for one)."""
+        self.probes: list[Probe] = []
+        self.pulses: list[LearnerPulse | None] = []
+        """Each running learner's probe and its latest answer."""
         self.restore_at: float | None = None
         """When a restore is due (it backs off)."""
         self.life = Life()
@@ -105,6 +120,8 @@ class LearnerSupervisor:
 
     def start(self, start: LearnerStart, rollback: bool = False) -> None:
         self.handles = self.factory.learners(self.store.handle, start, self.incarnation)
+        self.probes = [Probe(self.dispatcher, self.clock) for _ in self.handles]
+        self.pulses = [None] * len(self.handles)
         self.started = False
         self.created_at = self.clock()
         self.dispatcher.submit(
@@ -128,7 +145,9 @@ class LearnerSupervisor:
 
     @property
     def busy(self) -> bool:
-        return self.calls > 0
+        """`train` calls are under way (calls queued on a learner that has not started, and
+        may never, are not)."""
+        return self.started and self.calls > 0
 
     def _on_started(self, placement: dict[str, str]) -> None:
         self.started = True
@@ -139,8 +158,6 @@ class LearnerSupervisor:
         or the store's restart waits)."""
         if not self.handles or self.store.handle is None:
             return
-        if self.calls == 0:
-            self.answered_at = self.clock()
         while not self.stopped and self.calls < CALLS_IN_FLIGHT:
             for rank, learner in enumerate(self.handles):
                 report, info = learner.train.options(num_returns=2).remote(self.sync_interval)
@@ -152,7 +169,6 @@ class LearnerSupervisor:
     def _on_first_report(self, info: Any) -> Callable[[LearnerReport], None]:
         def on_report(report: LearnerReport) -> None:
             self.calls -= 1
-            self.answered_at = self.clock()
             if report.updates:
                 self.counters.updates = report.total_updates
                 self.stats.add_updates(
@@ -214,13 +230,14 @@ class LearnerSupervisor:
         for handle in self.handles:
             self.factory.kill(handle)
         self.handles = []
+        self.probes, self.pulses = [], []
         self.life.end()
         self.life = Life()
         self.calls = 0
 
     def watch(self) -> None:
-        """Restore when due; restore a hung learner; stop the run when the learner cannot
-        be placed."""
+        """Restore when due; probe the learners and restore a hung group; stop the run when
+        the learner cannot be placed."""
         now = self.clock()
         if self.restore_at is not None:
             if now >= self.restore_at:
@@ -232,15 +249,42 @@ class LearnerSupervisor:
             if now - self.created_at > self.faults.start_timeout_s:
                 self._not_started(now)
             return
-        quiet_s = now - max(self.answered_at, self.experience_at())
-        if self.calls and quiet_s > self.faults.call_timeout_s:
+        self._probe()
+        hang = self._hang()
+        if hang is not None:
             logger.warning(
-                "the learner returned no update for %.0f s while no experience arrived "
-                "(faults.call_timeout_s): restoring it",
-                quiet_s,
+                "%s (faults.call_timeout_s=%g): the learner is hung; restoring it",
+                hang,
+                self.faults.call_timeout_s,
             )
             self.stats.count("learner/hangs")
-            self._restore("it hung (faults.call_timeout_s)")
+            self._restore(f"it hung: {hang}")
+
+    def _probe(self) -> None:
+        for rank, (handle, probe) in enumerate(zip(self.handles, self.probes, strict=True)):
+            probe.ask(
+                handle.pulse.options(concurrency_group="probe").remote,
+                partial(self._on_pulse, rank),
+                self._on_error,
+                self.life,
+            )
+
+    def _on_pulse(self, rank: int, pulse: LearnerPulse) -> None:
+        self.pulses[rank] = pulse
+
+    def _hang(self) -> str | None:
+        """Why the group is hung (see the module's docstring), or None."""
+        timeout = self.faults.call_timeout_s
+        silent = max(probe.silent_s() for probe in self.probes)
+        if silent > timeout:
+            return f"a learner did not answer its probe for {silent:.0f} s"
+        pulses = [pulse for pulse in self.pulses if pulse is not None]
+        if any(pulse.waiting_for_store for pulse in pulses):
+            return None  # it waits on the store (and its peers on it): not hung
+        stalled = max((pulse.stalled_s for pulse in pulses), default=0.0)
+        if stalled > timeout:
+            return f"a learner has worked for {stalled:.0f} s without progress"
+        return None
 
     def _not_started(self, now: float) -> None:
         waited = now - self.created_at

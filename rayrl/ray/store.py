@@ -1,17 +1,27 @@
 """The experience store's supervisor: the replay (or unroll queue) actor's life.
 
 It creates the actor (refilled from the buffer saved with the last checkpoint, when there
-is one), keeps its figures fresh for the metrics, re-creates it when it dies or hangs (a
-figures call unanswered for `faults.call_timeout_s`), under its restart policy
-(`faults.store_restarts` within the window, with backoff), logging what was lost and
-telling the learners where the new one is, and stops it at the end of a run, which
-releases every caller waiting on it. An error in its constructor (a saved buffer that does
-not load) stops the run: it would recur at every restart.
+is one), keeps its figures fresh for the metrics, re-creates it when it dies, does not
+start or hangs, under its restart policy (`faults.store_restarts` within the window, with
+backoff), logging what was lost and telling the learners where the new one is, and stops
+it at the end of a run, which releases every caller waiting on it. An error in its
+constructor (a saved buffer that does not load) stops the run: it would recur at every
+restart.
+
+Hangs. Every call that does work waits for the store's lock, which a save of a large
+replay holds for long, so the actor is probed (`rayrl.ray.probe`) with `ping`, which takes
+no lock. It is hung when it leaves the probe unanswered for `faults.call_timeout_s` (its
+process is stopped or frozen; during a save too, whose end would never come), or when a
+figures call waits that long for the lock while no save holds it (a call hangs holding
+it). Its start, which may refill a large buffer, counts against `faults.start_timeout_s`
+instead: the call timeout runs only once it has started. The learners waiting on a hung
+store are not hung themselves (`rayrl.ray.learners`): replacing the store releases them.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +33,7 @@ from rayrl.core import StoreStats
 from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
 from rayrl.ray.factory import ActorFactory
+from rayrl.ray.probe import Probe
 from rayrl.ray.restarts import RestartPolicy, constructor_error, one_line
 from rayrl.stats import RunStats
 
@@ -70,10 +81,33 @@ class StoreSupervisor:
         self._stats_life: Life | None = None
         self._stats_asked_at = 0.0
         self._saves_pending = 0
+        self._saved_at = -math.inf
+        """When the last save ended (the lock it held is free since)."""
+        self.created_at = 0.0
+        self.ready_at: float | None = None
+        """When the running actor finished its constructor; None before."""
+        self.probe = Probe(dispatcher, clock)
         deaths.supervisors.append(self)
 
     def start(self) -> None:
-        self.handle = self.factory.experience(self.restore_from())
+        self._use(self.factory.experience(self.restore_from()))
+
+    def _use(self, handle: Any) -> None:
+        """Run `handle`, a new actor: hear when it has started, probe it from then on."""
+        self.handle = handle
+        self.created_at = self.clock()
+        self.ready_at = None
+        self.probe = Probe(self.dispatcher, self.clock)
+        self.dispatcher.submit(
+            handle.__ray_ready__.remote(), self._on_ready, self._on_ready_error, self.life
+        )
+
+    def _on_ready(self, _: Any) -> None:
+        self.ready_at = self.clock()
+
+    def _on_ready_error(self, error: BaseException) -> None:
+        if not self.deaths.handle(error):  # a death (in its constructor too) is dealt with
+            self._replace(f"did not start: {one_line(error)}")
 
     def owns(self, dead_id: str) -> bool:
         return self.handle is not None and dead_id == actor_id(self.handle)
@@ -123,27 +157,49 @@ class StoreSupervisor:
         self.restart_at = None
         self.incarnation += 1
         restore = self.restore_from()
-        self.handle = self.factory.experience(restore, self.incarnation)
+        self._use(self.factory.experience(restore, self.incarnation))
         if restore is not None:
             logger.warning("the new %s actor is refilled from %s", self.kind.namespace, restore)
         for listener in self.on_replaced:
             listener(self.handle)
 
     def watch(self) -> None:
-        """Re-create the actor when due; replace it when a figures call hangs."""
+        """Re-create the actor when due; probe it; replace it when it does not start or
+        hangs (see the module's docstring)."""
         now = self.clock()
         if self.restart_at is not None:
             if now >= self.restart_at and not self.stopped:
                 self._restart()
             return
-        asking = self._stats_life is not None and self._stats_life.alive
-        if self.saving:  # a save holds the store's lock: its figures wait, it is not hung
-            self._stats_asked_at = now
-        elif (
-            asking and not self.stopped and now - self._stats_asked_at > self.faults.call_timeout_s
-        ):
+        if self.handle is None or self.stopped:
+            return
+        if self.ready_at is None:
+            waited = now - self.created_at
+            if waited > self.faults.start_timeout_s:
+                self._replace(f"did not start within {waited:.0f} s (faults.start_timeout_s)")
+            return
+        self.probe.ask(self.handle.ping.remote, lambda _: None, self._on_probe_error, self.life)
+        hang = self._hang(now, self.ready_at)
+        if hang is not None:
             self.stats.count(f"{self.kind.namespace}/hangs")
-            self._replace(f"did not answer for {now - self._stats_asked_at:.0f} s (hung)")
+            self._replace(f"{hang} (faults.call_timeout_s={self.faults.call_timeout_s:g}): hung")
+
+    def _hang(self, now: float, ready_at: float) -> str | None:
+        """Why the running actor, started at `ready_at`, is hung, or None."""
+        timeout = self.faults.call_timeout_s
+        silent = self.probe.silent_s()
+        if silent > timeout:
+            return f"did not answer its probe for {silent:.0f} s"
+        asking = self._stats_life is not None and self._stats_life.alive
+        if asking and not self.saving:  # a save holds the lock its figures wait for
+            waited = now - max(self._stats_asked_at, ready_at, self._saved_at)
+            if waited > timeout:
+                return f"did not answer a figures call for {waited:.0f} s with no save under way"
+        return None
+
+    def _on_probe_error(self, error: BaseException) -> None:
+        if not self.deaths.handle(error):
+            self._replace(f"failed its probe: {one_line(error)}")
 
     def refresh_stats(self) -> None:
         """Ask for fresh figures, unless a request is still out."""
@@ -164,9 +220,10 @@ class StoreSupervisor:
         if not self.deaths.handle(error):
             logger.warning("the %s actor's figures failed: %s", self.kind.namespace, error)
 
-    def save(self, path: Path) -> None:
-        """Write the store beside the checkpoint (only the end of a run waits for it, on
-        `saving`; a failure is a storage error, reported to `on_save_failed`)."""
+    def save(self, path: Path, env_steps: int) -> None:
+        """Write the store beside the checkpoint at `env_steps`, stamped with that count
+        (only the end of a run waits for it, on `saving`; a failure is a storage error,
+        reported to `on_save_failed`)."""
         if self.handle is None:
             logger.warning("the %s is not saved: its actor is restarting", self.kind.namespace)
             return
@@ -174,14 +231,16 @@ class StoreSupervisor:
 
         def saved(_: int) -> None:
             self._saves_pending -= 1
+            self._saved_at = self.clock()
 
         def failed(error: BaseException) -> None:
             self._saves_pending -= 1
+            self._saved_at = self.clock()
             if not self.deaths.handle(error):
                 what = f"the {self.kind.namespace} to {path}"
                 self.on_save_failed(self.kind.namespace, what, error)
 
-        self.dispatcher.submit(self.handle.save.remote(path), saved, failed, self.life)
+        self.dispatcher.submit(self.handle.save.remote(path, env_steps), saved, failed, self.life)
 
     @property
     def saving(self) -> bool:

@@ -4,7 +4,11 @@ the store and its weights current, and replaces workers that die or hang.
 Backpressure: each worker has at most `workers.max_chunks_in_flight` chunks requested and
 not yet in the store, and no chunk is asked for that would take the run past
 `run.total_env_steps` (chunks being sampled count as sampled), so a run samples its budget
-rounded up to whole chunks, never what chunks in flight at the end would add. A chunk goes
+rounded up to whole chunks, never what chunks in flight at the end would add. Chunks are
+asked only of workers whose process has started, the moment the driver learns it: a chunk
+queued on one that waits for a node would hold part of the budget for as long as the node
+stays away, and the run would wait at its end for chunks that no running worker is asked
+for (a dead worker's chunks are forgotten with it). A chunk goes
 worker -> object store -> experience actor by reference (this process forwards the
 `ObjectRef`, never the data). New weights go to a worker as one
 reference, at most one update queued per worker, in its own concurrency group so that a
@@ -17,9 +21,10 @@ for one is killed and replaced; an error in a worker's constructor stops the run
 error (it would recur at every restart).
 
 Capacity: a worker that waits for a CPU the cluster does not have free (its node was lost)
-is not a failure: training goes on with the workers that run, and Ray starts the waiting
-ones when capacity returns. With no worker running for `faults.no_workers_timeout_s` the
-run stops.
+is not a failure: training goes on with the workers that run, which sample the rest of the
+budget, and Ray starts the waiting ones when capacity returns (they are then asked for
+chunks like any other). With no worker running for `faults.no_workers_timeout_s` the run
+stops.
 """
 
 from __future__ import annotations
@@ -60,7 +65,8 @@ class WorkerSlot:
     sampling: int = 0
     """Sample calls not yet returned (a subset of `in_flight`)."""
     ready: bool = False
-    """Its process has started (the hang timeout runs only from then on)."""
+    """Its process has started: it is asked for chunks, and the hang timeout runs, only from
+    then on."""
     last_progress: float = 0.0
     """When it last returned a chunk, was asked for one while idle, or was created."""
     restart_at: float | None = None
@@ -104,8 +110,6 @@ class WorkerSupervisor:
         self.placed = placed
         self.slots: list[WorkerSlot] = []
         self.stopped = False
-        self.last_inserted_at = clock()
-        """When the store last took a chunk (the learner's watchdog asks)."""
         self._none_running_since: float | None = None
         self.latest_info: Any = None
         """A reference to the newest published `ModelInfo` (None before the first)."""
@@ -134,17 +138,24 @@ class WorkerSupervisor:
     # ---- chunks ------------------------------------------------------------------------------
 
     def request_chunks(self) -> None:
-        """Keep every worker at `max_chunks_in_flight` chunks, within the env-step budget."""
-        if self.stopped or self.store.handle is None:  # the store is being restarted
-            return
+        """Keep every running worker at `max_chunks_in_flight` chunks, within the env-step
+        budget."""
         for slot in self.slots:
-            if slot.restart_at is not None:
-                continue
-            while slot.in_flight < self.settings.max_chunks_in_flight and self._within_budget():
-                self._request_chunk(slot)
+            self._fill(slot)
+
+    def _fill(self, slot: WorkerSlot) -> None:
+        """Ask one worker for chunks up to `max_chunks_in_flight`, within the budget, once
+        its process has started; until then (being created or replaced, or waiting for a
+        lost node's capacity) it is asked nothing, see the module's docstring."""
+        if self.stopped or not slot.ready or self.store.handle is None:  # (a store restarts)
+            return
+        while slot.in_flight < self.settings.max_chunks_in_flight and self._within_budget():
+            self._request_chunk(slot)
 
     def _within_budget(self) -> bool:
-        """Whether one more chunk keeps the run within `run.total_env_steps`."""
+        """Whether one more chunk keeps the run within `run.total_env_steps`. Only running
+        workers are asked for chunks, and a replaced one's are forgotten (`_replace`), so
+        the chunks being sampled are all on running workers."""
         sampling = sum(slot.sampling for slot in self.slots)
         return self.counters.env_steps + sampling * self.chunk_env_steps < self.total_env_steps
 
@@ -181,7 +192,6 @@ class WorkerSupervisor:
 
     def _on_chunk_added(self, slot: WorkerSlot, life: Life, inserted: int) -> None:
         self.stats.add_inserted(inserted)
-        self.last_inserted_at = self.clock()
         if life.alive:
             slot.in_flight -= 1
 
@@ -210,6 +220,8 @@ class WorkerSupervisor:
         )
 
     def _on_ready(self, slot: WorkerSlot) -> None:
+        """A worker's process has started: it is asked for chunks at once, not a loop round
+        later."""
         self.stats.phase_done("actors")
         slot.ready = True
         slot.last_progress = self.clock()
@@ -219,6 +231,7 @@ class WorkerSupervisor:
             logger.info(
                 "worker %d started: %d of %d workers running", slot.index, running, len(self.slots)
             )
+        self._fill(slot)
 
     def owns(self, dead_id: str) -> bool:
         return any(

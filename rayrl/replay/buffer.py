@@ -22,6 +22,7 @@ import numpy as np
 
 from rayrl.core import TransitionBatch, TransitionChunk
 from rayrl.files import atomic_path
+from rayrl.replay.npz import write_npz
 from rayrl.replay.sum_tree import SumTree
 
 
@@ -166,31 +167,43 @@ class UniformReplay:
 
     def save(self, path: Path, **metadata: np.ndarray) -> None:
         """Write the contents to `path` (an .npz file), atomically, with `metadata` arrays
-        (what `load` returns)."""
-        if self._frames is None:
-            return
-        order = np.arange(self.oldest, self.inserted)
-        slots = order % self.capacity
-        first_frame = self._chunks[0].first_frame
-        frame_ids = np.arange(first_frame, self.frames_written)
+        (what `load` returns). The frames are written straight from the ring (no copy of
+        it: `rayrl.replay.npz`); the transitions' arrays, a few bytes each, are copied."""
+        arrays: dict[str, np.ndarray | list[np.ndarray]] = {}
+        if self._frames is not None:
+            slots = np.arange(self.oldest, self.inserted) % self.capacity
+            first_frame = self._chunks[0].first_frame
+            arrays = {
+                "frames": self._frame_parts(first_frame, self.frames_written),
+                "obs_frames": self._obs_frames[slots] - first_frame,
+                "next_frames": self._next_frames[slots] - first_frame,
+                "actions": self._actions[slots],
+                "rewards": self._rewards[slots],
+                "discounts": self._discounts[slots],
+                "chunk_sizes": np.array([[c.num_transitions, c.num_frames] for c in self._chunks]),
+                "extra": self._extra_state(slots),
+            }
+        arrays.update({f"metadata_{name}": value for name, value in metadata.items()})
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
-            np.savez(
-                f,
-                frames=self._frames[frame_ids % self.frame_capacity],
-                obs_frames=self._obs_frames[slots] - first_frame,
-                next_frames=self._next_frames[slots] - first_frame,
-                actions=self._actions[slots],
-                rewards=self._rewards[slots],
-                discounts=self._discounts[slots],
-                chunk_sizes=np.array([[c.num_transitions, c.num_frames] for c in self._chunks]),
-                extra=self._extra_state(slots),
-                **{f"metadata_{name}": value for name, value in metadata.items()},
-            )
+            write_npz(f, arrays)
+
+    def _frame_parts(self, first: int, end: int) -> list[np.ndarray]:
+        """The frames with ids `first` to `end` (exclusive), oldest first, as views into
+        the ring: one, or two where they wrap around its end."""
+        start, count = first % self.frame_capacity, end - first
+        assert self._frames is not None
+        if start + count <= self.frame_capacity:
+            return [self._frames[start : start + count]]
+        return [self._frames[start:], self._frames[: start + count - self.frame_capacity]]
 
     def load(self, path: Path) -> dict[str, np.ndarray]:
         """Refill from a file written by `save`, one recorded chunk at a time; returns the
         metadata saved with it."""
         with np.load(path) as data:
+            prefix = "metadata_"
+            metadata = {k[len(prefix) :]: data[k] for k in data.files if k.startswith(prefix)}
+            if "frames" not in data.files:  # saved empty
+                return metadata
             frames, actions = data["frames"], data["actions"]
             obs_frames, next_frames = data["obs_frames"], data["next_frames"]
             first_transition = first_frame = 0
@@ -210,8 +223,7 @@ class UniformReplay:
                 first_transition += num_transitions
                 first_frame += num_frames
             self._load_extra_state(data["extra"])
-            prefix = "metadata_"
-            return {k[len(prefix) :]: data[k] for k in data.files if k.startswith(prefix)}
+            return metadata
 
     def _extra_state(self, slots: np.ndarray) -> np.ndarray:
         return np.zeros(0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,9 @@ import numpy as np
 from rayrl.core import StoreStats, TransitionBatch, TransitionChunk
 from rayrl.replay.buffer import UniformReplay
 from rayrl.replay.rate_limiter import RateLimiter
+
+STAMP = "env_steps"
+"""The metadata entry that says which checkpoint a saved replay goes with."""
 
 
 class ReplayStore:
@@ -46,14 +50,16 @@ class ReplayStore:
     def stats(self) -> StoreStats:
         return StoreStats(len(self.buffer), self.limiter.inserted, self.limiter.sampled)
 
-    def save(self, path: Path) -> None:
+    def save(self, path: Path, env_steps: int) -> None:
         """Write the buffer and the limiter's counts (with the settings they count under)
-        to `path` (an .npz file)."""
+        to `path` (an .npz file), stamped with the env steps of the checkpoint it goes with
+        (`saved_replay_problem`)."""
         limiter = self.limiter.state_dict()
         self.buffer.save(
             path,
             limiter=np.array([limiter["inserted"], limiter["sampled"]]),
             limiter_settings=self._limiter_settings(),
+            **{STAMP: np.array(env_steps)},
         )
 
     def _limiter_settings(self) -> np.ndarray:
@@ -76,3 +82,23 @@ class ReplayStore:
         else:
             self.limiter.record_insert(len(self.buffer))
             self.limiter.settle()
+
+
+def saved_replay_problem(path: Path, env_steps: int) -> str | None:
+    """Why the replay saved at `path` cannot refill a run that continues from the checkpoint
+    at `env_steps`, or None when it can. A replay goes with one checkpoint: one saved with
+    an older or newer checkpoint (a crash between the two writes, a save that failed) would
+    refill the buffer with experience from another point of the run, and a damaged file
+    (truncated by a full disk or a killed copy) would fail the store's start."""
+    if not path.is_file():
+        return "there is none"
+    try:
+        with np.load(path) as data:
+            if f"metadata_{STAMP}" not in data.files:
+                return "it carries no env-step stamp (saved by rayrl 0.1)"
+            stamp = int(data[f"metadata_{STAMP}"])
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+        return f"it is damaged ({type(error).__name__}: {error})"
+    if stamp != env_steps:
+        return f"it was saved at {stamp:,} env steps and the checkpoint at {env_steps:,}"
+    return None

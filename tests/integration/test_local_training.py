@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import torch
 import rayrl
 from rayrl.checkpoint import load_checkpoint
 from rayrl.errors import UserError
+from rayrl.run_policy import StopReason
 from rayrl.rundir import RunDirectory
 from tests.run_files import assert_in_env_step_order
 
@@ -127,6 +129,33 @@ def test_resume_with_saved_replay_needs_no_warm_up(tiny):
     resumed = rayrl.train(resume=first.run_dir, overrides=["run.total_env_steps=2304"])
     # one more round of 2 chunks; with a refilled buffer the learner updates right away
     assert resumed.counters.updates > first.counters.updates
+    with np.load(RunDirectory(first.run_dir).replay_path) as replay:
+        assert int(replay["metadata_env_steps"]) == resumed.counters.env_steps
+
+
+@pytest.mark.parametrize("damage", ["truncated", "from another checkpoint"])
+def test_a_replay_that_does_not_go_with_the_checkpoint_is_skipped(tiny, caplog, damage):
+    """A replay.npz cut short (a full disk, a killed copy) or saved with another checkpoint
+    (a crash between the two writes): the resume warns in one line and goes on with an
+    empty replay (its warm-up again), where it used to fail or refill the wrong experience."""
+    overrides = [*tiny, "run.runtime=local", "algorithm.replay.save_with_checkpoint=true"]
+    first = rayrl.train(None, overrides=overrides)
+    run = RunDirectory(first.run_dir)
+    if damage == "truncated":
+        data = run.replay_path.read_bytes()
+        run.replay_path.write_bytes(data[: len(data) // 2])
+        why = "it is damaged (BadZipFile: File is not a zip file)"
+    else:
+        older = rayrl.train(None, overrides=[*overrides, "run.total_env_steps=1024"])
+        RunDirectory(older.run_dir).replay_path.replace(run.replay_path)
+        why = "it was saved at 1,024 env steps and the checkpoint at 2,048"
+    with caplog.at_level(logging.WARNING, logger="rayrl"):
+        resumed = rayrl.train(resume=run.root, overrides=["run.total_env_steps=2304"])
+    assert resumed.stop_reason is StopReason.TOTAL_ENV_STEPS
+    warnings = [r.getMessage() for r in caplog.records if "not used" in r.getMessage()]
+    assert warnings == [f"{run.replay_path} not used: {why}; the replay starts empty"]
+    # an empty replay warms up again (256 transitions) before the learner updates
+    assert resumed.counters.updates == first.counters.updates
 
 
 def test_evaluate_loads_best_checkpoint(tiny):

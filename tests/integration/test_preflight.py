@@ -286,6 +286,10 @@ def test_on_a_head_with_an_autoscaler_what_no_node_type_holds_is_refused(
         "gpu_workers); lower it, or add a node with more GPUs"
     )
     assert {path.name for path in tmp_path.iterdir()} <= {"runs", "home"}
+    # this head runs without token authentication (RAY_AUTH_MODE=disabled): said in one line
+    unauthenticated = [line for line in done.stderr.splitlines() if "without a token" in line]
+    assert len(unauthenticated) == 1, done.stderr
+    assert "does not enforce token authentication" in unauthenticated[0]
 
 
 def test_cluster_yaml_scenario_the_readme_command_waits_for_the_gpu_node(

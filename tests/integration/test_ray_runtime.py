@@ -281,6 +281,20 @@ def test_a_resume_refused_by_the_pre_flight_leaves_the_run_as_it_was(ray_cluster
     assert resumed.counters.env_steps >= 3072
 
 
+def test_a_replay_saved_with_checkpoints_must_fit_the_drivers_node(ray_cluster, tiny):
+    """Saved with checkpoints, the replay lives on the driver's node (where the run
+    directory is): that node, not the largest, must hold it."""
+    with pytest.raises(rayrl.UserError, match=r"keeps it on the driver's node, which has"):
+        rayrl.train(
+            None,
+            overrides=[
+                *tiny,
+                "algorithm.replay.save_with_checkpoint=true",
+                "algorithm.replay.capacity=2000000000",
+            ],
+        )
+
+
 def test_a_new_run_refused_by_the_pre_flight_leaves_no_directory(ray_cluster, tiny, tmp_path):
     with pytest.raises(rayrl.UserError, match=r"lower algorithm.replay.capacity"):
         rayrl.train(None, overrides=[*tiny, "algorithm.replay.capacity=2000000000"])

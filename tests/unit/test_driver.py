@@ -61,7 +61,7 @@ def factory(learner: Learner) -> FakeFactory:
             "replay": {
                 "add": lambda chunk: CHUNK_STEPS,
                 "stats": lambda: StoreStats(size=5, inserted=5, sampled=0),
-                "save": lambda path: 5,
+                "save": lambda path, env_steps: 5,
                 "stop": lambda: None,
             },
             "learner": {

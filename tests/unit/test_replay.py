@@ -8,7 +8,7 @@ import pytest
 from rayrl.core import TransitionChunk
 from rayrl.replay import PrioritizedReplay, RateLimiter, UniformReplay
 from rayrl.replay.buffer import frame_capacity_for
-from rayrl.replay.store import ReplayStore
+from rayrl.replay.store import ReplayStore, saved_replay_problem
 from rayrl.replay.sum_tree import SumTree
 
 
@@ -199,6 +199,43 @@ def test_save_and_load_round_trip(tmp_path, kind):
         assert restored.tree.total == pytest.approx(buffer.tree.total)
 
 
+def stored_transitions(buffer: UniformReplay) -> set[tuple[float, float, int]]:
+    batch = buffer._gather(np.arange(buffer.oldest, buffer.inserted), np.ones(len(buffer)))
+    return set(zip(batch.obs[:, 0], batch.next_obs[:, 0], batch.actions, strict=True))
+
+
+def test_a_buffer_whose_rings_wrapped_around_saves_and_loads_whole(tmp_path):
+    """The frame ring is written as its two halves, oldest first, without a copy of it."""
+    buffer = UniformReplay(25, 30, seed=0, stacked=False)
+    for i in range(7):
+        buffer.add(scalar_chunk(100 * i, 6))  # 7 frames each: the frame ring wraps
+    assert buffer.frames_written > buffer.frame_capacity
+    assert len(buffer._frame_parts(buffer._chunks[0].first_frame, buffer.frames_written)) == 2
+    buffer.save(tmp_path / "replay.npz")
+    restored = UniformReplay(25, 30, seed=0, stacked=False)
+    restored.load(tmp_path / "replay.npz")
+    assert len(restored) == len(buffer) > 0
+    assert stored_transitions(restored) == stored_transitions(buffer)
+
+
+def test_a_saved_replay_refills_only_the_checkpoint_it_was_saved_with(tmp_path):
+    path = tmp_path / "replay.npz"
+    assert saved_replay_problem(path, 40) == "there is none"
+    store = replay_store()
+    for i in range(8):
+        store.add(scalar_chunk(10 * i, 5))
+    store.buffer.save(path)  # rayrl 0.1's file: no stamp
+    assert saved_replay_problem(path, 40) == "it carries no env-step stamp (saved by rayrl 0.1)"
+    store.save(path, env_steps=40)
+    assert saved_replay_problem(path, 40) is None
+    assert saved_replay_problem(path, 80) == (
+        "it was saved at 40 env steps and the checkpoint at 80"
+    )
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # a copy cut short: a full disk, a kill
+    assert saved_replay_problem(path, 40).startswith("it is damaged (BadZipFile: ")
+
+
 def test_rate_limiter_enforces_the_ratio_both_ways():
     limiter = RateLimiter.for_sizes(2.0, min_size=10, chunk_size=5, batch_size=4)
     assert not limiter.can_sample(4, size=5)  # warm-up
@@ -271,7 +308,7 @@ def test_a_refilled_store_grants_no_burst_of_samples(tmp_path):
         store.add(scalar_chunk(10 * i, 5))
         samples_granted(store)
     store.add(scalar_chunk(100, 5))  # 10 samples owed when saved
-    store.save(tmp_path / "replay.npz")
+    store.save(tmp_path / "replay.npz", env_steps=45)
     refilled = replay_store()
     refilled.load(tmp_path / "replay.npz")
     assert refilled.stats() == store.stats()
@@ -294,7 +331,7 @@ def test_a_store_refilled_under_a_new_ratio_starts_balanced(tmp_path):
     store = replay_store()
     for i in range(8):
         store.add(scalar_chunk(10 * i, 5))
-    store.save(tmp_path / "replay.npz")
+    store.save(tmp_path / "replay.npz", env_steps=40)
     buffer = UniformReplay(100, 200, seed=0, stacked=False)
     faster = ReplayStore(buffer, RateLimiter.for_sizes(8.0, 10, chunk_size=5, batch_size=4), 5)
     faster.load(tmp_path / "replay.npz")

@@ -11,7 +11,7 @@ import pytest
 
 from rayrl import run_policy
 from rayrl.contract import StoreKind
-from rayrl.core import EvalResult, NonFiniteSteps, StoreStats
+from rayrl.core import EvalResult, ModelInfo, NonFiniteSteps, StoreStats
 from rayrl.errors import RunFailedError
 from rayrl.presets import load_config
 from rayrl.recorders import Recorders
@@ -286,3 +286,22 @@ def test_an_interrupted_run_keeps_status_130_when_its_checkpoint_is_missing(tmp_
         "the final checkpoint (at 0 env steps) was not written; no checkpoint is on disk"
     ]
     assert result.exit_code == 130
+
+
+def test_weights_that_are_not_finite_never_reach_a_checkpoint(tmp_path, caplog):
+    """The learner skips non-finite steps, so a real run rarely hands the session such
+    weights: the guard is tested here, where they can be made. The checkpoints saved before
+    stay as they were, latest.pt included, and the end says the final one is missing."""
+    s = session(tmp_path)
+    s.counters.env_steps = 1000
+    finite = ModelInfo(1, {"w": np.ones(3, np.float32)})
+    s.save_checkpoint({"updates": np.array(1)}, finite, periodic=True)
+    saved = {path.name: path.read_bytes() for path in s.run_dir.checkpoints.iterdir()}
+    s.counters.env_steps = 2000
+    broken = ModelInfo(2, {"w": np.array([1.0, np.nan, 1.0], np.float32)})
+    s.save_checkpoint({"updates": np.array(2)}, broken, periodic=True)
+    s.save_checkpoint({"updates": np.array(2)}, broken, best=True)
+    after = {path.name: path.read_bytes() for path in s.run_dir.checkpoints.iterdir()}
+    assert after == saved
+    assert "checkpoint at 2000 env steps not saved: the weights are not finite" in caplog.text
+    assert s.saved_env_steps == 1000

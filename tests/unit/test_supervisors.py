@@ -16,8 +16,9 @@ from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher
 from rayrl.ray.evaluator import EvaluatorSupervisor
 from rayrl.ray.factory import ActorFactory
-from rayrl.ray.learner_service import LearnerReport, LearnerStart
+from rayrl.ray.learner_service import LearnerPulse, LearnerReport, LearnerStart
 from rayrl.ray.learners import CALLS_IN_FLIGHT, LearnerSupervisor
+from rayrl.ray.probe import PROBE_INTERVAL_S
 from rayrl.ray.store import StoreSupervisor
 from rayrl.ray.workers import CAPACITY_NOTICE_S, WorkerSupervisor
 from rayrl.session import Counters
@@ -46,6 +47,8 @@ class World:
     faults: FaultsConfig = field(default_factory=FaultsConfig)
     unplaced: set = field(default_factory=set)
     """Names of the fake actors Ray has no process for (they wait for capacity)."""
+    store_started: bool = True
+    """The store's constructor has finished (its `__ray_ready__` answered)."""
 
     def __post_init__(self) -> None:
         self.dispatcher = Dispatcher(wait=FakeRay.wait, get=FakeRay.get)
@@ -66,6 +69,13 @@ class World:
             clock=self.clock,
         )
         self.store.start()
+        if self.store_started:
+            self.ready(self.store.handle)
+
+    def ready(self, actor) -> None:
+        """The actor's constructor finishes."""
+        actor.calls_to("__ray_ready__")[0].ref.resolve(None)
+        self.pump()
 
     def placed(self, handle) -> bool:
         return handle.name not in self.unplaced
@@ -92,9 +102,24 @@ class World:
         supervisor.start()
         return supervisor
 
+    def start(self, workers: WorkerSupervisor) -> None:
+        """Ray answers every worker's readiness call: their processes have started (only
+        then are they asked for chunks)."""
+        for slot in workers.slots:
+            slot.handle.calls_to("__ray_ready__")[0].ref.resolve(None)
+        self.pump()
+
 
 def chunk_stats(worker: int, steps: int = 64) -> ChunkStats:
     return ChunkStats(worker, steps, [10.0], [10], policy_version=0)
+
+
+def answer(actor, method: str, value=None) -> int:
+    """Answer every call to `method` the actor has not answered yet; returns how many."""
+    calls = [call for call in actor.calls_to(method) if not call.ref.done]
+    for call in calls:
+        call.ref.resolve(value)
+    return len(calls)
 
 
 # ---- workers ---------------------------------------------------------------------------------
@@ -103,6 +128,7 @@ def chunk_stats(worker: int, steps: int = 64) -> ChunkStats:
 def test_each_worker_keeps_its_chunks_in_flight_and_sends_them_to_the_store():
     world = World()
     workers = world.workers(max_chunks_in_flight=2)
+    world.start(workers)
     workers.request_chunks()
     for slot in workers.slots:
         assert len(slot.handle.calls_to("sample")) == 2
@@ -128,6 +154,7 @@ def test_each_worker_keeps_its_chunks_in_flight_and_sends_them_to_the_store():
 def test_no_chunk_is_asked_for_beyond_the_env_step_budget():
     world = World()
     workers = world.workers(total_env_steps=3 * 64, max_chunks_in_flight=2)
+    world.start(workers)
     workers.request_chunks()
     samples = [call for slot in workers.slots for call in slot.handle.calls_to("sample")]
     assert len(samples) == 3  # 3 chunks of 64 steps make the budget: the fourth is not asked
@@ -140,13 +167,14 @@ def test_no_chunk_is_asked_for_beyond_the_env_step_budget():
     owner = next(slot for slot in workers.slots if dead in slot.handle.calls_to("sample"))
     dead.refs[1].fail(owner.handle.died())
     world.pump()
-    workers.request_chunks()
+    world.start(workers)  # the replacement
     assert len(owner.handle.calls_to("sample")) == 1
 
 
 def test_a_dead_worker_is_replaced_and_its_late_results_are_dropped():
     world = World()
     workers = world.workers(max_chunks_in_flight=2)
+    world.start(workers)
     workers.request_chunks()
     workers.publish("weights-v3", 3)
     old = workers.slots[0].handle
@@ -165,13 +193,14 @@ def test_a_dead_worker_is_replaced_and_its_late_results_are_dropped():
     world.pump()
     assert world.counters.env_steps == 0
     assert world.stats.workers[0].restarts == 1
-    workers.request_chunks()
+    world.start(workers)  # the replacement
     assert len(slot.handle.calls_to("sample")) == 2
 
 
 def test_a_worker_whose_sample_call_raises_is_replaced():
     world = World()
     workers = world.workers(max_chunks_in_flight=1)
+    world.start(workers)
     workers.request_chunks()
     workers.slots[1].handle.calls_to("sample")[0].refs[1].fail(task_error("env crashed"))
     world.pump()
@@ -182,6 +211,7 @@ def test_a_worker_whose_sample_call_raises_is_replaced():
 def test_a_dead_store_is_recreated_and_the_worker_goes_on():
     world = World()
     workers = world.workers(max_chunks_in_flight=1)
+    world.start(workers)
     workers.request_chunks()
     old_store = world.store.handle
     world.store.latest = StoreStats(size=300, inserted=300, sampled=0)
@@ -202,6 +232,7 @@ def test_every_worker_sends_its_next_chunks_to_a_store_that_replaced_a_dead_one(
     still out to the dead store must free their workers' slots all the same."""
     world = World(num_workers=2)
     workers = world.workers(max_chunks_in_flight=2)
+    world.start(workers)
     workers.request_chunks()
     old_store = world.store.handle
     assert world.deaths.handle(old_store.died())  # as the learner's train call reports it
@@ -218,10 +249,7 @@ def test_every_worker_sends_its_next_chunks_to_a_store_that_replaced_a_dead_one(
 def test_a_hung_worker_is_killed_and_replaced_but_waiting_for_the_store_is_not_hanging():
     world = World()
     workers = world.workers(max_chunks_in_flight=1, sample_timeout_s=10.0)
-    for slot in workers.slots:
-        slot.handle.calls_to("__ray_ready__")[0].ref.resolve(None)
-    world.pump()
-    workers.request_chunks()
+    world.start(workers)
     # worker 1's sample returned, its chunk waits for the store's rate limit
     workers.slots[1].handle.calls_to("sample")[0].refs[1].resolve(chunk_stats(1))
     world.pump()
@@ -288,10 +316,8 @@ def test_an_error_in_a_workers_constructor_stops_the_run_with_it():
 def test_training_goes_on_with_the_workers_that_remain_when_capacity_is_lost():
     faults = FaultsConfig(no_workers_timeout_s=600.0, start_timeout_s=100.0)
     world = World(num_workers=2, faults=faults)
-    workers = world.workers()
-    for slot in workers.slots:
-        slot.handle.calls_to("__ray_ready__")[0].ref.resolve(None)
-    world.pump()
+    workers = world.workers(sample_timeout_s=2000.0)  # worker 0 samples from time 0
+    world.start(workers)
     lost = workers.slots[1]
     world.unplaced.add("worker-1.1")  # its node goes away: no room for a replacement
     assert world.deaths.handle(lost.handle.died())
@@ -323,6 +349,7 @@ def test_the_run_stops_when_no_worker_has_run_for_the_configured_time():
 def test_no_worker_is_replaced_once_the_run_is_ending():
     world = World(num_workers=1)
     workers = world.workers(max_chunks_in_flight=1)
+    world.start(workers)
     workers.request_chunks()
     workers.stop()
     old = workers.slots[0].handle
@@ -361,7 +388,6 @@ class Learners:
     published: list = field(default_factory=list)
     placements: list = field(default_factory=list)
     restore_state: dict | None = None
-    experience_at: float = 0.0
 
     def __post_init__(self) -> None:
         world = self.world
@@ -379,7 +405,6 @@ class Learners:
                 (info, version, rollback)
             ),
             on_placement=self.placements.append,
-            experience_at=lambda: self.experience_at,
             clock=world.clock,
             placed=world.placed,
         )
@@ -479,22 +504,141 @@ def test_a_learner_that_ray_cannot_place_stops_the_run_in_bounded_time():
         supervisor.watch()
 
 
-def test_a_learner_is_hung_only_when_no_experience_arrives_either():
-    world = World(faults=FaultsConfig(call_timeout_s=100.0))
+def training(world: World, num_learners: int = 1) -> Learners:
+    """Learners that have started and have their train calls out."""
     learners = Learners(world)
     supervisor = learners.supervisor
     supervisor.start(LearnerStart())
     supervisor.first.calls_to("placement")[0].ref.resolve({"node_id": "n", "device": "cpu"})
     world.pump()
     supervisor.request_updates()
-    world.clock.now = 150.0
-    learners.experience_at = 120.0  # it waits for experience that is arriving: not hung
-    supervisor.watch()
-    assert supervisor.incarnation == 0
-    world.clock.now = 221.0  # nothing returned and nothing arrived for 101 s
-    supervisor.watch()
+    return learners
+
+
+WAITING = LearnerPulse(waiting_for_store=True, stalled_s=0.0)
+
+
+@pytest.mark.parametrize("rate_limit", [False, True])
+def test_a_learner_that_stops_answering_its_probe_is_restored_while_experience_arrives(
+    rate_limit,
+):
+    """SIGSTOP (or a frozen machine) silences the learner's probe. Experience arrives all
+    along without a replay ratio; with one, until the limiter holds the workers back (here
+    at 80 s): neither must delay the restore past `faults.call_timeout_s`."""
+    world = World(faults=FaultsConfig(call_timeout_s=100.0))
+    workers = world.workers(max_chunks_in_flight=1)
+    for slot in workers.slots:
+        world.ready(slot.handle)
+    supervisor = training(world).supervisor
+    for second in range(0, 106):
+        world.clock.now = float(second)
+        if not rate_limit or second < 80:  # the store takes every chunk: experience arrives
+            answer(world.store.handle, "add", 64)
+            for slot in workers.slots:
+                for call in slot.handle.calls_to("sample"):
+                    if not call.refs[1].done:
+                        call.refs[1].resolve(chunk_stats(slot.index))
+        world.pump()
+        workers.request_chunks()
+        supervisor.watch()
+        if second == 100:
+            assert supervisor.incarnation == 0  # silent for exactly the timeout: not yet
+    assert world.stats.inserted > 0
     assert supervisor.incarnation == 1
     assert world.stats.counters["learner/hangs"] == 1
+    assert world.stats.counters["learner/restarts"] == 1
+
+
+def test_a_learner_waiting_on_a_saving_store_is_not_restored():
+    """A save of a large replay holds the store's lock: the learner's train call waits for
+    its batch, no update and no experience arrive, for longer than the call timeout. The
+    learner answers its probe (waiting for the store) and the store its own: neither is
+    replaced."""
+    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    supervisor = training(world).supervisor
+    store = world.store.handle
+    world.store.save(Path("replay.npz"), 1024)
+    world.store.refresh_stats()  # waits behind the save
+    for second in range(0, 600, 2):
+        world.clock.now = float(second)
+        supervisor.watch()
+        world.store.watch()
+        answer(supervisor.first, "pulse", WAITING)
+        answer(store, "ping")
+        world.pump()
+    assert supervisor.incarnation == 0
+    assert world.store.handle is store
+    assert world.stats.counters["learner/hangs"] == 0
+    assert world.stats.counters["replay/hangs"] == 0
+    store.calls_to("save")[0].ref.resolve(5)  # the save ends: training goes on
+    supervisor.first.calls_to("train")[0].refs[0].resolve(report(total=20))
+    world.pump()
+    assert world.counters.updates == 20
+
+
+def test_a_learner_waiting_on_a_hung_store_is_not_restored_but_the_store_is_replaced():
+    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    supervisor = training(world).supervisor
+    store = world.store.handle
+    for second in range(0, 64):
+        world.clock.now = float(second)
+        supervisor.watch()
+        world.store.watch()
+        answer(supervisor.first, "pulse", WAITING)  # the store never answers its probe
+        world.pump()
+    assert store.killed
+    assert world.stats.counters["replay/hangs"] == 1
+    assert supervisor.incarnation == 0
+    assert world.stats.counters["learner/hangs"] == 0
+    # the learner samples from the new store
+    assert supervisor.first.calls_to("set_store")[0].args == (world.store.handle,)
+
+
+def test_a_learner_stuck_in_its_update_is_restored_though_it_answers_its_probe():
+    """A CUDA kernel or an all-reduce that never returns: the process answers its probe
+    (from another thread), but its training thread makes no progress."""
+    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    supervisor = training(world).supervisor
+    learner = supervisor.first
+    second = 0
+    while supervisor.incarnation == 0 and second < 100:
+        world.clock.now = float(second)
+        supervisor.watch()
+        answer(learner, "pulse", LearnerPulse(waiting_for_store=False, stalled_s=second))
+        world.pump()
+        second += 1
+    # noticed once a pulse says more than the timeout, at most a probe interval late
+    assert 60 < world.clock.now <= 61 + PROBE_INTERVAL_S
+    assert learner.killed
+    assert world.stats.counters["learner/hangs"] == 1
+
+
+def test_peers_waiting_in_their_all_reduce_for_a_learner_waiting_on_the_store_are_not_hung():
+    world = World(num_learners=2, faults=FaultsConfig(call_timeout_s=60.0))
+    supervisor = training(world).supervisor
+    first, second = supervisor.handles
+    for now in range(0, 300, 2):
+        world.clock.now = float(now)
+        supervisor.watch()
+        answer(first, "pulse", LearnerPulse(False, stalled_s=float(now)))  # in all-reduce
+        answer(second, "pulse", WAITING)
+        world.pump()
+    assert supervisor.incarnation == 0
+
+
+def test_the_learners_probe_runs_beside_its_train_calls_and_a_probe_is_out_at_a_time():
+    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    supervisor = training(world).supervisor
+    for now in (0.0, 1.0, 1.5):
+        world.clock.now = now
+        supervisor.watch()
+    (probe,) = supervisor.first.calls_to("pulse")
+    assert probe.options == {"concurrency_group": "probe"}
+    probe.ref.resolve(WAITING)
+    world.pump()
+    world.clock.now = 1.5 + PROBE_INTERVAL_S
+    supervisor.watch()
+    assert len(supervisor.first.calls_to("pulse")) == 2
 
 
 def test_an_error_in_the_update_itself_stops_the_run():
@@ -533,15 +677,27 @@ def test_a_recreated_store_is_refilled_from_the_saved_buffer(tmp_path):
     assert world.store.incarnation == 1
 
 
-def test_an_unanswered_figures_call_replaces_a_hung_store():
+def watch_store(world: World, until: float, answer_probes: bool = True) -> None:
+    """Watch the store now and every second up to `until`, answering its probes as a
+    running process would (unless told otherwise)."""
+    while True:
+        world.store.watch()
+        if answer_probes and world.store.handle is not None:
+            answer(world.store.handle, "ping")
+        world.pump()
+        if world.clock.now >= until:
+            return
+        world.clock.now = min(world.clock.now + 1.0, until)
+
+
+def test_a_figures_call_kept_waiting_with_no_save_under_way_replaces_the_store():
+    """The store answers its probe, but a call hangs holding its lock."""
     world = World(faults=FaultsConfig(call_timeout_s=60.0))
     world.store.refresh_stats()
     old = world.store.handle
-    world.clock.now = 59.0
-    world.store.watch()
+    watch_store(world, 60.0)
     assert world.store.handle is old
-    world.clock.now = 61.0
-    world.store.watch()
+    watch_store(world, 61.0)
     assert old.killed
     assert world.store.incarnation == 1
     assert world.stats.counters["replay/hangs"] == 1
@@ -549,16 +705,57 @@ def test_an_unanswered_figures_call_replaces_a_hung_store():
 
 def test_a_store_writing_its_buffer_is_not_hung():
     world = World(faults=FaultsConfig(call_timeout_s=60.0))
-    world.store.save(Path("replay.npz"))
+    world.store.save(Path("replay.npz"), 1024)
     world.store.refresh_stats()  # waits behind the save, which holds the store's lock
-    world.clock.now = 100.0
-    world.store.watch()
+    watch_store(world, 100.0)
     assert world.store.incarnation == 0
     world.store.handle.calls_to("save")[0].ref.resolve(5)
     world.pump()
-    world.clock.now = 161.0
-    world.store.watch()
+    watch_store(world, 160.0)  # the figures call waits from the end of the save on
+    assert world.store.incarnation == 0
+    watch_store(world, 161.0)
     assert world.store.incarnation == 1
+
+
+def test_a_store_that_stops_answering_its_probe_is_replaced_even_while_it_saves():
+    """SIGSTOP, or a frozen machine, during a save: the save never ends, so it must not
+    excuse the store."""
+    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    world.store.save(Path("replay.npz"), 1024)
+    old = world.store.handle
+    watch_store(world, 60.0, answer_probes=False)
+    assert world.store.handle is old
+    assert len(old.calls_to("ping")) == 1  # one probe out at a time
+    watch_store(world, 61.0, answer_probes=False)
+    assert old.killed
+    assert world.stats.counters["replay/hangs"] == 1
+    assert not world.store.saving  # the killed actor's save will never answer
+
+
+def test_a_starting_store_is_not_hung_its_calls_are_timed_from_its_start():
+    """A new store refilled from a large saved buffer takes long to start: a figures call
+    asked meanwhile waits for its constructor, which is not a hang."""
+    faults = FaultsConfig(call_timeout_s=60.0, start_timeout_s=900.0)
+    world = World(faults=faults, store_started=False)
+    world.store.refresh_stats()
+    watch_store(world, 200.0)
+    assert world.store.incarnation == 0
+    assert world.store.handle.calls_to("ping") == []  # probed once it has started
+    world.ready(world.store.handle)
+    watch_store(world, 260.0)
+    assert world.store.incarnation == 0
+    watch_store(world, 261.0)
+    assert world.store.incarnation == 1
+
+
+def test_a_store_that_does_not_start_is_replaced():
+    world = World(faults=FaultsConfig(start_timeout_s=300.0), store_started=False)
+    old = world.store.handle
+    watch_store(world, 300.0)
+    assert world.store.handle is old
+    watch_store(world, 301.0)
+    assert old.killed
+    assert world.stats.counters["replay/restarts"] == 1
 
 
 def test_an_error_in_the_stores_constructor_stops_the_run_with_it():
@@ -573,7 +770,7 @@ def test_an_error_in_the_stores_constructor_stops_the_run_with_it():
 
 def test_a_failed_save_is_a_storage_error():
     world = World()
-    world.store.save(Path("replay.npz"))
+    world.store.save(Path("replay.npz"), 1024)
     world.store.handle.calls_to("save")[0].ref.fail(task_error("[Errno 28] No space left"))
     world.pump()
     assert world.save_failures == ["the replay to replay.npz"]
@@ -583,7 +780,7 @@ def test_a_failed_save_is_a_storage_error():
 # ---- evaluator -------------------------------------------------------------------------------
 
 
-def evaluator(world: World, timeout_s: float = 30.0) -> EvaluatorSupervisor:
+def evaluator(world: World, timeout_s: float = 30.0, started: bool = True) -> EvaluatorSupervisor:
     supervisor = EvaluatorSupervisor(
         world.factory,
         world.dispatcher,
@@ -594,6 +791,8 @@ def evaluator(world: World, timeout_s: float = 30.0) -> EvaluatorSupervisor:
         clock=world.clock,
     )
     supervisor.start()
+    if started:
+        world.ready(supervisor.handle)
     return supervisor
 
 
@@ -635,6 +834,47 @@ def test_a_failed_or_hung_evaluation_replaces_the_evaluator(failure):
     call.ref.resolve(EvalResult(returns=[1.0], lengths=[1]))  # too late: dropped
     world.pump()
     assert results == []
+
+
+def test_an_evaluation_asked_of_a_starting_evaluator_is_timed_from_its_start():
+    """The evaluator's process, a cluster's runtime env, the env's construction: an
+    evaluation waits for its actor's start, which is not a hung evaluation."""
+    world = World(faults=FaultsConfig(start_timeout_s=900.0))
+    supervisor = evaluator(world, timeout_s=30.0, started=False)
+    supervisor.request("weights", 10, False, lambda result: None)
+    world.clock.now = 100.0
+    supervisor.check_hung()
+    assert supervisor.incarnation == 0
+    world.ready(supervisor.handle)
+    world.clock.now = 130.0
+    supervisor.check_hung()
+    assert supervisor.incarnation == 0
+    world.clock.now = 131.0
+    supervisor.check_hung()
+    assert supervisor.incarnation == 1
+    assert world.stats.counters["eval/failures"] == 1
+
+
+def test_an_evaluator_that_does_not_start_is_replaced():
+    world = World(faults=FaultsConfig(start_timeout_s=300.0))
+    supervisor = evaluator(world, started=False)
+    old = supervisor.handle
+    world.clock.now = 300.0
+    supervisor.check_hung()
+    assert supervisor.handle is old
+    world.clock.now = 301.0
+    supervisor.check_hung()
+    assert old.killed
+    assert supervisor.handle.name == "evaluator.1"
+
+
+def test_an_error_in_the_evaluators_constructor_stops_the_run_with_it():
+    world = World()
+    supervisor = evaluator(world, started=False)
+    error = supervisor.handle.failed_to_start("gymnasium.error.Error: no ROM")
+    supervisor.handle.calls_to("__ray_ready__")[0].ref.fail(error)
+    with pytest.raises(RunFailedError, match="the evaluator could not start: gymnasium"):
+        world.pump()
 
 
 def test_the_fake_factory_makes_actors_the_way_the_real_one_does():

@@ -1,0 +1,211 @@
+"""Hung actors on the suite's test cluster: real actor processes stopped with SIGSTOP (what a
+CUDA or NCCL hang, or a frozen machine, leaves of a process: it neither dies nor answers),
+noticed by the supervisors' probes and replaced, while the run goes on to its budget."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import ray
+
+import rayrl
+from tests.integration.test_ray_runtime import env_steps_logged, read_jsonl
+
+CALL_TIMEOUT_S = 15
+HANG_RUN_STEPS = 60_000
+"""One worker of `HangingCartPole` samples at most 1,000 env steps/s: after a fault at 4-5k
+env steps the run lasts a minute or more, however fast the machine, which leaves room for
+the hang to be noticed (`CALL_TIMEOUT_S`), the actor replaced, and the replacement to work
+before the run ends, also without a replay ratio, where sampling goes on through the hang."""
+
+
+def hang_run(tmp_path: Path, name: str, *extra: str) -> list[str]:
+    return [
+        "logging.console=false",
+        f"run.runs_dir={tmp_path}",
+        f"run.name={name}",
+        "run.target_return=null",
+        f"run.total_env_steps={HANG_RUN_STEPS}",
+        "run.eval_interval_env_steps=4096",
+        "run.eval_episodes=2",
+        "run.checkpoint_interval_env_steps=4096",
+        "logging.log_interval_s=0.5",
+        "env.id=tests.fake_envs:HangingCartPole-v0",  # no marker file: it only steps slowly
+        "workers.num_workers=1",
+        "algorithm.replay.min_size=512",
+        "algorithm.replay.samples_per_insert=4",
+        "learner.batch_size=64",
+        "learner.sync_interval=10",
+        f"faults.call_timeout_s={CALL_TIMEOUT_S}",
+        *extra,
+    ]
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (field 22 of /proc/<pid>/stat): tells it from a later
+    process that got its pid. None when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def actor_pid(name: str) -> int | None:
+    """The pid of the live actor `name`, when it has a process."""
+    try:
+        handle = ray.get_actor(name)
+    except ValueError:  # not created yet, or gone
+        return None
+    from ray._private.state import actors
+
+    return actors(handle._actor_id.hex()).get("Pid") or None
+
+
+class Freezer:
+    """From a background thread: once `ready()`, stop the actor `name`'s process with
+    SIGSTOP. `release()` (in a `finally`) kills it if it is still there, so that no stopped
+    process outlives its test."""
+
+    def __init__(self, name: str, ready: Callable[[], bool], timeout_s: float = 240.0) -> None:
+        self.name = name
+        self.ready = ready
+        self.stopped = threading.Event()
+        self.at: dict = {}
+        """What `ready` saw when the process was stopped (filled by `note`)."""
+        self._process: tuple[int, str] | None = None
+        self._lock = threading.Lock()
+        self._released = False
+        deadline = time.monotonic() + timeout_s
+        threading.Thread(target=self._run, args=(deadline,), daemon=True).start()
+
+    def _run(self, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            if self.ready() and self._stop():
+                return
+            time.sleep(0.2)
+
+    def _stop(self) -> bool:
+        pid = actor_pid(self.name)
+        start = _start_time(pid) if pid else None
+        if pid is None or start is None:
+            return False
+        with self._lock:
+            if self._released:
+                return True
+            os.kill(pid, signal.SIGSTOP)
+            self._process = (pid, start)
+        self.stopped.set()
+        return True
+
+    def release(self) -> None:
+        with self._lock:
+            self._released = True
+            if self._process is None:
+                return
+            pid, start = self._process
+            if _start_time(pid) == start:  # still the stopped process (Ray kills it)
+                os.kill(pid, signal.SIGKILL)
+
+
+def learner_rows(run_dir: Path) -> list[dict]:
+    return [row for row in read_jsonl(run_dir / "metrics.jsonl") if "learner/loss" in row]
+
+
+def updates_after(rows: list[dict], counter: str) -> float:
+    """Learner updates from the first row that counts `counter` to the last row: what the
+    run learned after the fault was dealt with."""
+    after = [row for row in rows if row.get(counter, 0) >= 1]
+    assert after, f"no row counts {counter}"
+    return after[-1]["learner/updates"] - after[0]["learner/updates"]
+
+
+@pytest.mark.timeout(480)
+@pytest.mark.parametrize("samples_per_insert", ["4", "null"])
+def test_a_stopped_learner_is_noticed_and_restored(
+    ray_cluster, tmp_path, caplog, samples_per_insert
+):
+    """Without a replay ratio experience keeps arriving through the hang: the learner's
+    probe, not the lack of experience, tells that it hangs."""
+    name = f"learner-stop-{samples_per_insert}"
+    run_dir = tmp_path / name
+    latest = run_dir / "checkpoints" / "latest.pt"
+    freezer = Freezer(f"rayrl/{name}/learner", lambda: latest.is_file() and learner_rows(run_dir))
+    try:
+        with caplog.at_level(logging.WARNING, logger="rayrl.ray"):
+            result = rayrl.train(
+                None,
+                overrides=hang_run(
+                    tmp_path, name, f"algorithm.replay.samples_per_insert={samples_per_insert}"
+                ),
+            )
+    finally:
+        freezer.release()
+    assert freezer.stopped.is_set()
+    assert result.stop_reason == "total_env_steps reached"
+    messages = [record.message for record in caplog.records]
+    assert any("did not answer its probe" in m and "the learner is hung" in m for m in messages)
+    assert any("restoring the learner(s) from" in m for m in messages)
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    assert rows[-1]["learner/hangs"] >= 1
+    assert updates_after(rows, "learner/restarts") > 0  # the restored learner trains
+
+
+@pytest.mark.timeout(480)
+def test_a_stopped_store_is_replaced_and_the_learner_waiting_on_it_is_not(
+    ray_cluster, tmp_path, caplog
+):
+    run_dir = tmp_path / "store-stop"
+    freezer = Freezer(
+        "rayrl/store-stop/replay",
+        lambda: env_steps_logged(run_dir) >= 4096 and bool(learner_rows(run_dir)),
+    )
+    try:
+        with caplog.at_level(logging.WARNING, logger="rayrl.ray"):
+            result = rayrl.train(None, overrides=hang_run(tmp_path, "store-stop"))
+    finally:
+        freezer.release()
+    assert freezer.stopped.is_set()
+    assert result.stop_reason == "total_env_steps reached"
+    # its probe, or a figures call asked a little earlier, went unanswered
+    assert any("the replay actor did not answer" in r.message for r in caplog.records)
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    assert rows[-1]["replay/hangs"] >= 1
+    assert rows[-1]["replay/restarts"] >= 1
+    # the learner waited for the store: it was not restored
+    assert rows[-1].get("learner/hangs", 0) == 0
+    assert rows[-1].get("learner/restarts", 0) == 0
+    assert updates_after(rows, "replay/restarts") > 0  # it trains from the new store
+
+
+@pytest.mark.timeout(480)
+def test_a_stopped_evaluator_is_replaced(ray_cluster, tmp_path, caplog):
+    run_dir = tmp_path / "eval-stop"
+    freezer = Freezer("rayrl/eval-stop/evaluator", lambda: bool(read_jsonl(run_dir / "eval.jsonl")))
+    try:
+        with caplog.at_level(logging.WARNING, logger="rayrl.ray"):
+            result = rayrl.train(
+                None,
+                overrides=hang_run(
+                    tmp_path,
+                    "eval-stop",
+                    "run.eval_interval_env_steps=2048",
+                    f"run.eval_timeout_s={CALL_TIMEOUT_S}",
+                ),
+            )
+    finally:
+        freezer.release()
+    assert freezer.stopped.is_set()
+    assert result.stop_reason == "total_env_steps reached"
+    assert any("replacing the evaluator" in r.message for r in caplog.records)
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    replaced_at = next(row["env_steps"] for row in rows if row.get("eval/failures", 0) >= 1)
+    evaluations = read_jsonl(run_dir / "eval.jsonl")
+    # evaluations asked for after the replacement were answered: by the new evaluator
+    assert any(row["env_steps"] >= replaced_at for row in evaluations)
