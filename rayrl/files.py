@@ -11,6 +11,7 @@ directory could not be written."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from collections.abc import Iterator
@@ -37,7 +38,21 @@ def atomic_path(path: Path) -> Iterator[Path]:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        sync_to_disk(path.parent)
+        sync_directory(path.parent)
+
+
+NO_DIRECTORY_SYNC = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF, errno.EACCES}
+"""What a file system that cannot fsync a directory (some FUSE and CIFS mounts) answers."""
+
+
+def sync_directory(path: Path) -> None:
+    """Flush a directory's entries (a rename) to the disk where the file system can; where
+    it cannot, the rename stands as the file system keeps it (the write itself succeeded)."""
+    try:
+        sync_to_disk(path)
+    except OSError as error:
+        if error.errno not in NO_DIRECTORY_SYNC:
+            raise
 
 
 @contextlib.contextmanager

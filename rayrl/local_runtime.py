@@ -14,6 +14,7 @@ import functools
 import logging
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,6 +25,7 @@ from rayrl.config import Config
 from rayrl.contract import as_persistent
 from rayrl.core import EvalResult, StoreStats
 from rayrl.evaluation import Evaluator
+from rayrl.replay.store import DAMAGED
 from rayrl.run_policy import TrainResult, finish_run, run_until_stopped
 from rayrl.session import TrainingSession
 from rayrl.worker import RolloutWorker
@@ -58,17 +60,30 @@ class LocalRuntime:
         if resume is not None:
             load_learner_state(self.learner, resume, session.run_dir.latest_checkpoint)
             if self.persist and session.refill_from(replay_path):
-                as_persistent(self.store).load(replay_path)
-                logger.info(
-                    "replay refilled with %d transitions from the checkpoint",
-                    self.store.stats().size,
-                )
+                self._refill(replay_path, algorithm.family.store_settings(config, spec))
         elif (weights := warm_start(config.run.init_checkpoint, algorithm.name)) is not None:
             self.learner.set_policy_weights(weights)
         self.policy = self.learner.get_weights()
         for worker in self.workers:
             worker.set_weights(self.policy)
         self.metrics: dict[str, list[float]] = defaultdict(list)
+
+    def _refill(self, path: Path, settings: Any) -> None:
+        """Refill the store from the replay saved with the checkpoint; one damaged past
+        what `saved_replay_problem` reads (a member's checksum) leaves it empty, said."""
+        try:
+            as_persistent(self.store).load(path)
+        except DAMAGED as error:
+            logger.warning(
+                "%s not used: it is damaged (%s: %s); the replay starts empty",
+                path,
+                type(error).__name__,
+                error,
+            )
+            self.store = ALGORITHMS[self.config.algorithm.name].family.make_store(settings)
+            return
+        size = self.store.stats().size
+        logger.info("replay refilled with %d transitions from the checkpoint", size)
 
     # ---- one round -----------------------------------------------------------------------
 

@@ -203,6 +203,7 @@ def finish_run(session: TrainingSession, reason: StopReason, end: RunEnd) -> Tra
     goes through the same end: one that stops the sampling (a save that reaches the storage
     error limit, an actor past its restart limit) makes the run a failure, and the final
     checkpoint is still written."""
+    session.storage.end()
     try:
         reason = _stop_sampling(session, reason, end)
         final_eval = _end(session, reason, end)

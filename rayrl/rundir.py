@@ -136,14 +136,17 @@ class RunDirectory:
 
     def cut_back(self, env_steps: int) -> None:
         """Go back to the checkpoint at `env_steps` that a resumed run continues from: drop
-        the rows recorded from that count on in metrics.jsonl (its `env_steps` is the clock
-        when a row was recorded: the resumed run records them again), the evaluations of
-        weights newer than the checkpoint in eval.jsonl (its `env_steps` is the evaluated
-        weights' count; those up to the checkpoint are history the resumed run shares), and
-        any line a killed process left half-written. A run started again from the beginning
+        the rows recorded from that count on (metrics.jsonl's `env_steps`, eval.jsonl's
+        `recorded_at_env_steps`: the run's clock when a row was written, so that both files
+        drop the same evaluations; the resumed run records from that count again), and any
+        line a killed process left half-written. A run started again from the beginning
         (`env_steps` 0) keeps nothing. Each file is replaced atomically."""
-        keep = {self.metrics_path: lambda row: row < env_steps}
-        keep[self.eval_path] = lambda row: env_steps > 0 and row <= env_steps
+        keep = {
+            self.metrics_path: lambda row: row.get("env_steps", 0) < env_steps,
+            self.eval_path: lambda row: row.get("recorded_at_env_steps", -1) < env_steps
+            and row.get("env_steps", 0) <= env_steps
+            and env_steps > 0,
+        }
         for path, kept_row in keep.items():
             if not path.is_file():
                 continue
@@ -154,7 +157,7 @@ class RunDirectory:
                 except json.JSONDecodeError:
                     dropped += 1
                     continue
-                if kept_row(row.get("env_steps", 0)):
+                if kept_row(row):
                     kept.append(line + "\n")
                 else:
                     dropped += 1

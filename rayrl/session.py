@@ -96,6 +96,8 @@ class TrainingSession:
         """The error the run stopped on, if any."""
         self.evaluated_env_steps: int | None = None
         """The env-step count of the weights evaluated last (see `begin`)."""
+        self.eval_recorded_at: int | None = None
+        """The run's env-step count when this segment last recorded an evaluation."""
         self.saved_env_steps: int | None = (
             counters.env_steps if run_dir.latest_checkpoint.is_file() else None
         )
@@ -177,6 +179,7 @@ class TrainingSession:
         and the video are stamped with the evaluated weights' count."""
         self.last_eval = result
         self.evaluated_env_steps = evaluated_env_steps
+        self.eval_recorded_at = self.counters.env_steps
         self.counters.evaluations += 1
         metrics = result.summary()
         metrics["eval/policy_version"] = float(result.policy_version)
@@ -188,7 +191,12 @@ class TrainingSession:
             save = functools.partial(self.run_dir.save_video, result.video, path)
             if self.storage.write("videos", f"the video {path.name}", save):
                 self.recorders.record_video(path, self.counters.env_steps)
-        record = {"env_steps": evaluated_env_steps, "wall_s": round(self.wall_s, 3), **metrics}
+        record = {
+            "env_steps": evaluated_env_steps,
+            "recorded_at_env_steps": self.counters.env_steps,
+            "wall_s": round(self.wall_s, 3),
+            **metrics,
+        }
         self.evaluations.append(record)
         append = functools.partial(self.run_dir.append_eval, record)
         self.storage.write("evaluations", "a line of eval.jsonl", append)
@@ -203,9 +211,11 @@ class TrainingSession:
 
     def evaluated_now(self) -> bool:
         """Whether the newest evaluation (this segment's, or the last in eval.jsonl) is of the
-        weights at the current env-step count: a final evaluation would repeat it, and write
-        a second row at the same count."""
-        return self.evaluated_env_steps == self.counters.env_steps
+        weights at the current env-step count, or was recorded at it: a final evaluation
+        would repeat it, or take its place in metrics.jsonl's row at that count (one row per
+        count), so the final evaluation is that one."""
+        now = self.counters.env_steps
+        return now in (self.evaluated_env_steps, self.eval_recorded_at)
 
     def refill_from(self, path: Path) -> bool:
         """Whether the replay saved at `path` goes with the checkpoint the run continues

@@ -42,6 +42,8 @@ class Storage:
         """Failed writes in this segment (the `run/storage_errors` metric)."""
         self.gave_up = False
         """The run was stopped for failed writes."""
+        self.ending = False
+        """The run is ending (`end`): failures are counted and said, not raised."""
 
     def write(self, kind: str, what: str, action: Callable[[], object]) -> bool:
         """`action()` (writing `what`, of `kind`), tried `ATTEMPTS` times on `OSError`;
@@ -61,18 +63,28 @@ class Storage:
                 self.errors_in_a_row[kind] = 0
                 return True
 
+    def end(self) -> None:
+        """The run ends from here on: a failed write no longer stops it (which would skip
+        the final checkpoint); the end says what it could not save."""
+        self.ending = True
+
+    def succeeded(self, kind: str) -> None:
+        """Count a write of `kind` that succeeded elsewhere (the replay saved by its actor):
+        the failures of that kind are no longer in a row."""
+        self.errors_in_a_row[kind] = 0
+
     def failed(self, kind: str, what: str, error: BaseException) -> None:
         """Count a write that failed; stop the run after `max_errors` of its kind in a row."""
         in_a_row = self.errors_in_a_row[kind] = self.errors_in_a_row.get(kind, 0) + 1
         self.errors += 1
         cause = cause_of(error)
-        if in_a_row >= self.max_errors and not self.gave_up:
+        if in_a_row >= self.max_errors and not self.gave_up and not self.ending:
             self.gave_up = True  # once: the end of the run still writes what it can
             raise RunFailedError(
                 f"{in_a_row} writes of the {kind} failed in a row "
                 f"(faults.max_storage_errors={self.max_errors}); the last, {what}: {cause}"
             )
-        stops = "" if self.gave_up else f"; the run stops at {self.max_errors}"
+        stops = "" if self.gave_up or self.ending else f"; the run stops at {self.max_errors}"
         logger.error(
             "could not write %s: %s (%d failed write(s) of the %s in a row%s)",
             what,

@@ -24,7 +24,6 @@ from rayrl.algorithms import ALGORITHMS
 from rayrl.checkpoint import load_checkpoint, to_torch_tree, warm_start
 from rayrl.config import Config
 from rayrl.core import EvalResult, ModelInfo, StoreStats
-from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher
 from rayrl.ray.evaluator import EvaluatorSupervisor
 from rayrl.ray.factory import ActorFactory
@@ -81,6 +80,7 @@ class RayDriver:
             self._saved_buffer,
             faults,
             on_save_failed=session.storage.failed,
+            on_saved=session.storage.succeeded,
         )
         self.workers = WorkerSupervisor(
             factory,
@@ -216,7 +216,13 @@ class RayDriver:
         self, *, periodic: bool = False, best: bool = False, policy: Any = None
     ) -> None:
         """Ask the learner for its state without waiting; save when it arrives. `policy` is
-        the weights to store as the acting policy (the evaluated ones for `best.pt`)."""
+        the weights to store as the acting policy (the evaluated ones for `best.pt`). None
+        while the learner is being restored: a periodic checkpoint stays due, a best one is
+        skipped (said)."""
+        if not self.learners.handles:
+            if best:
+                logger.warning("best checkpoint skipped: the learner is being restored")
+            return
         policy = policy if policy is not None else self.latest_info
         state_ref = self.learners.state()
         env_steps = self.session.counters.env_steps  # the checkpoint's, and its replay's
@@ -286,10 +292,11 @@ class RayDriver:
         self.dispatcher.drain(
             lambda: self._checkpoint_pending, max(0.0, deadline - time.monotonic())
         )
-        replay_failures = self.session.storage.errors_in_a_row.get("replay", 0)
+        env_steps = self.session.counters.env_steps  # sampling has stopped: the final count
+        replay_saved: list[bool] = []
         if self.persist and self.store.handle is not None:
-            # stamped with the final count, waited for below
-            self.store.save(self.session.run_dir.replay_path, self.session.counters.env_steps)
+            # stamped with the checkpoint's count, waited for below
+            self.store.save(self.session.run_dir.replay_path, env_steps, replay_saved.append)
         if len(self.learners.handles) > 1:
             self._check_learners_agree(deadline)
         info = self.latest_info if self.latest_info is not None else self.learners.weights()
@@ -298,32 +305,28 @@ class RayDriver:
             logger.error("could not write the final checkpoint: %s", fetched)
         else:
             state, weights = fetched
-            self.session.save_checkpoint(to_torch_tree(state), weights, periodic=periodic)
+            self.session.save_checkpoint(
+                to_torch_tree(state), weights, periodic=periodic, env_steps=env_steps
+            )
         if self.persist:
-            self._wait_for_replay(replay_failures, deadline)
+            self._wait_for_replay(replay_saved, deadline)
         self.dispatcher.drain(lambda: len(self.dispatcher) > 0, FINAL_DRAIN_S)
 
-    def _wait_for_replay(self, failures_before: int, deadline: float) -> None:
-        """Wait until `deadline` for the replay saved beside the final checkpoint; say in
-        `end_problems` when it was not saved."""
-        problem = None
-        try:
-            remaining_s = max(0.0, deadline - time.monotonic())
-            if not self.dispatcher.drain(lambda: self.store.saving, remaining_s):
-                problem = (
-                    f"its save did not finish within the end's {SHUTDOWN_TIMEOUT_S:.0f} s for "
-                    "the learner's state and the replay"
-                )
-        except RunFailedError as error:  # the storage error limit, reached by this save
-            problem = str(error)
-        if problem is None and self.store.handle is None:
-            problem = "its actor was being restarted"
-        if problem is None and self.session.storage.errors_in_a_row.get("replay", 0) > (
-            failures_before
-        ):
-            problem = "its save failed"
-        if problem is not None:
-            self.session.replay_not_saved(problem)
+    def _wait_for_replay(self, saved: list[bool], deadline: float) -> None:
+        """Wait until `deadline` for the replay saved beside the final checkpoint (`saved`
+        gets its outcome); say in `end_problems` when it was not saved."""
+        if self.store.handle is None and not saved:
+            self.session.replay_not_saved("its actor was being restarted")
+            return
+        remaining_s = max(0.0, deadline - time.monotonic())
+        self.dispatcher.drain(lambda: not saved and self.store.handle is not None, remaining_s)
+        if not saved:
+            self.session.replay_not_saved(
+                f"its save did not finish within the end's {SHUTDOWN_TIMEOUT_S:.0f} s for "
+                "the learner's state and the replay"
+            )
+        elif not saved[0]:
+            self.session.replay_not_saved("its save failed")
 
     def store_stats(self) -> StoreStats | None:
         return self.store.latest

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 
 from rayrl.contract import Family, as_persistent
 from rayrl.core import StoreStats
+from rayrl.replay.store import DAMAGED
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class ExperienceService:
         if restore is not None:
             try:
                 as_persistent(self.store).load(restore)
-            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+            except DAMAGED as error:
                 logger.warning(
                     "%s not used: it is damaged (%s: %s); the %s starts empty",
                     restore,

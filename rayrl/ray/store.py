@@ -51,10 +51,12 @@ class StoreSupervisor:
         restore_from: Callable[[], Path | None],
         faults: FaultsConfig,
         on_save_failed: Callable[[str, str, BaseException], None],
+        on_saved: Callable[[str], None] = lambda kind: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`restore_from()` names the saved buffer to refill a new actor from, or None;
-        `on_save_failed(kind, what, error)` hears of a save that failed (a storage error)."""
+        `on_save_failed(kind, what, error)` hears of a save that failed (a storage error),
+        `on_saved(kind)` of one that succeeded."""
         self.factory = factory
         self.dispatcher = dispatcher
         self.deaths = deaths
@@ -63,6 +65,7 @@ class StoreSupervisor:
         self.restore_from = restore_from
         self.faults = faults
         self.on_save_failed = on_save_failed
+        self.on_saved = on_saved
         self.clock = clock
         self.restarts = RestartPolicy.of(
             f"the {kind.namespace} actor", faults.store_restarts, faults, clock
@@ -220,10 +223,13 @@ class StoreSupervisor:
         if not self.deaths.handle(error):
             logger.warning("the %s actor's figures failed: %s", self.kind.namespace, error)
 
-    def save(self, path: Path, env_steps: int) -> None:
+    def save(
+        self, path: Path, env_steps: int, done: Callable[[bool], None] | None = None
+    ) -> None:
         """Write the store beside the checkpoint at `env_steps`, stamped with that count
         (only the end of a run waits for it, on `saving`; a failure is a storage error,
-        reported to `on_save_failed`)."""
+        reported to `on_save_failed`, a success to `on_saved`); `done(saved)` hears how
+        this save ended."""
         if self.handle is None:
             logger.warning("the %s is not saved: its actor is restarting", self.kind.namespace)
             return
@@ -232,10 +238,15 @@ class StoreSupervisor:
         def saved(_: int) -> None:
             self._saves_pending -= 1
             self._saved_at = self.clock()
+            self.on_saved(self.kind.namespace)
+            if done is not None:
+                done(True)
 
         def failed(error: BaseException) -> None:
             self._saves_pending -= 1
             self._saved_at = self.clock()
+            if done is not None:
+                done(False)
             if not self.deaths.handle(error):
                 what = f"the {self.kind.namespace} to {path}"
                 self.on_save_failed(self.kind.namespace, what, error)

@@ -186,6 +186,8 @@ class WorkerSupervisor:
     def _on_chunk_stats(self, slot: WorkerSlot, stats: ChunkStats) -> None:
         slot.sampling -= 1
         slot.last_progress = self.clock()
+        if self.stopped:  # the stopped store drops the chunk: the run's count stays put,
+            return  # so that the final checkpoint, its replay and the metrics agree on it
         self.counters.env_steps += stats.env_steps
         self.counters.episodes += len(stats.episode_returns)
         self.stats.add_chunk(stats, max(self.latest_version, 0))

@@ -13,6 +13,8 @@ from rayrl.replay.rate_limiter import RateLimiter
 
 STAMP = "env_steps"
 """The metadata entry that says which checkpoint a saved replay goes with."""
+DAMAGED = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
+"""What reading a damaged saved replay raises (numpy's and zipfile's errors)."""
 
 
 class ReplayStore:
@@ -97,7 +99,7 @@ def saved_replay_problem(path: Path, env_steps: int) -> str | None:
             if f"metadata_{STAMP}" not in data.files:
                 return "it carries no env-step stamp (saved by rayrl 0.1)"
             stamp = int(data[f"metadata_{STAMP}"])
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+    except DAMAGED as error:
         return f"it is damaged ({type(error).__name__}: {error})"
     if stamp != env_steps:
         return f"it was saved at {stamp:,} env steps and the checkpoint at {env_steps:,}"

@@ -96,3 +96,18 @@ def test_a_refused_new_run_leaves_no_directory_but_a_used_one_stays(tmp_path):
     used.metrics_path.unlink()
     resumed.remove_if_unused()
     assert resumed.config_path.is_file()
+
+
+def test_both_files_drop_an_evaluation_recorded_after_the_checkpoint(tmp_path):
+    """The Ray runtime evaluates the weights at 200 while training goes on, and records it
+    at 300, after the checkpoint at 200: metrics.jsonl's row at 300 goes, and so does
+    eval.jsonl's row, though it evaluated weights from before the checkpoint."""
+    run = RunDirectory.create(config(tmp_path), "x")
+    run.metrics_path.write_text('{"env_steps": 100}\n{"env_steps": 300, "eval/env_steps": 200}\n')
+    run.append_eval({"env_steps": 100, "recorded_at_env_steps": 100})
+    run.append_eval({"env_steps": 200, "recorded_at_env_steps": 300})
+    run.cut_back(200)
+    assert [
+        json.loads(line)["env_steps"] for line in run.metrics_path.read_text().splitlines()
+    ] == [100]
+    assert run.last_evaluated_env_steps() == 100

@@ -218,3 +218,15 @@ def test_a_broken_line_of_a_jsonl_file_is_refused_naming_it(tmp_path, last):
     path.write_text('{"env_steps": 1}\n{"env_steps": 2, "worker/epi\n' + last)
     with pytest.raises(UserError, match=rf"'{path}' line 2 is not a JSON row: "):
         read_jsonl(path)
+
+
+def test_once_the_run_ends_failed_writes_are_counted_and_said_not_raised(caplog):
+    """The end of a run writes what it can: a save that reaches the limit there must not
+    skip the final checkpoint."""
+    storage = Storage(max_errors=1, sleep=lambda s: None)
+    storage.end()
+    assert not storage.write("replay", "the replay", Flaky(ATTEMPTS))
+    assert storage.errors == 1
+    assert "could not write the replay" in caplog.text
+    storage.succeeded("replay")
+    assert storage.errors_in_a_row == {"replay": 0}

@@ -125,6 +125,23 @@ def answer(actor, method: str, value=None) -> int:
 # ---- workers ---------------------------------------------------------------------------------
 
 
+def test_chunks_that_return_after_the_stop_do_not_move_the_runs_count():
+    """The stopped store drops them: counting them would put the run's count past the final
+    checkpoint's and its replay's, and the end would say the checkpoint is missing."""
+    world = World()
+    workers = world.workers(max_chunks_in_flight=2)
+    world.start(workers)
+    workers.request_chunks()
+    first, second = workers.slots[0].handle.calls_to("sample")
+    first.refs[1].resolve(chunk_stats(0))
+    world.pump()
+    assert world.counters.env_steps == 64
+    workers.stop()
+    second.refs[1].resolve(chunk_stats(1))
+    world.pump()
+    assert world.counters.env_steps == 64
+
+
 def test_each_worker_keeps_its_chunks_in_flight_and_sends_them_to_the_store():
     world = World()
     workers = world.workers(max_chunks_in_flight=2)
