@@ -8,6 +8,7 @@ rayrl.evaluate(result.run_dir, episodes=10)
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from rayrl.envs import check_env, env_spec, eval_env_config
 from rayrl.errors import CheckpointError, ConfigError, UserError
 from rayrl.evaluation import Evaluator
 from rayrl.presets import load_config, saved_config, with_overrides
-from rayrl.recorders import make_recorders
+from rayrl.recorders import Recorders, make_recorders
 from rayrl.run_policy import TrainResult
 from rayrl.rundir import RunDirectory
 from rayrl.session import Counters, TrainingSession
@@ -207,9 +208,13 @@ def _train(
 ) -> TrainResult:
     """The run itself, with its recorders closed (and told the exit code) however it ends."""
     storage = Storage(config.faults.max_storage_errors)
-    recorders = make_recorders(config, run_dir, storage, counters.env_steps, counters.elapsed_s)
+    open_recorders = functools.partial(
+        make_recorders, config, run_dir, storage, counters.env_steps, counters.elapsed_s
+    )
     store = ALGORITHMS[config.algorithm.name].family.store
-    session = TrainingSession(config, run_dir, recorders, counters, started_at, store, storage)
+    session = TrainingSession(
+        config, run_dir, Recorders([]), counters, started_at, store, storage, open_recorders
+    )
     exit_code = 1  # what W&B is told if the run raises
     try:
         if config.run.runtime == "local":
@@ -229,7 +234,7 @@ def _train(
         exit_code = 130  # interrupted again while the run ended
         raise
     finally:
-        recorders.close(exit_code)
+        session.recorders.close(exit_code)
 
 
 def _label(config: Config) -> str:

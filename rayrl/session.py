@@ -11,6 +11,7 @@ import functools
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -69,12 +70,17 @@ class TrainingSession:
         started_at: float,
         store: StoreKind,
         storage: Storage | None = None,
+        open_recorders: Callable[[], Recorders] | None = None,
     ) -> None:
-        """`storage` runs the writes into the run directory (the recorders' too)."""
+        """`storage` runs the writes into the run directory (the recorders' too);
+        `open_recorders()`, when given, makes the recorders once the run begins (`begin`),
+        in place of `recorders`: a run refused before it begins starts no W&B run and writes
+        no TensorBoard files."""
         self.config = config
         self.storage = storage if storage is not None else Storage(config.faults.max_storage_errors)
         self.run_dir = run_dir
         self.recorders = recorders
+        self._open_recorders = open_recorders
         self.counters = counters
         self.started_at = started_at
         self.stats = RunStats(config.workers.num_workers, store, started_at)
@@ -120,6 +126,8 @@ class TrainingSession:
                 f"{error.strerror or error}"
             ) from None
         self.evaluated_env_steps = self.run_dir.last_evaluated_env_steps()
+        if self._open_recorders is not None:
+            self.recorders = self._open_recorders()
 
     # ---- time ------------------------------------------------------------------------------
 

@@ -273,10 +273,15 @@ def test_a_resume_refused_by_the_pre_flight_leaves_the_run_as_it_was(ray_cluster
     first = rayrl.train(None, overrides=[*tiny, "run.name=refused-resume"])
     run = RunDirectory(first.run_dir)
     before = [path.read_bytes() for path in (run.config_path, run.metrics_path, run.eval_path)]
+    files_before = sorted(run.root.rglob("*"))
     with pytest.raises(rayrl.UserError, match=r"lower algorithm.replay.capacity"):
-        rayrl.train(resume=run.root, overrides=["algorithm.replay.capacity=2000000000"])
+        rayrl.train(
+            resume=run.root,
+            overrides=["algorithm.replay.capacity=2000000000", "logging.tensorboard=true"],
+        )
     after = [path.read_bytes() for path in (run.config_path, run.metrics_path, run.eval_path)]
     assert after == before
+    assert sorted(run.root.rglob("*")) == files_before  # no recorder opened (TensorBoard)
     resumed = rayrl.train(resume=run.root, overrides=["run.total_env_steps=3072"])
     assert resumed.counters.env_steps >= 3072
 
@@ -297,7 +302,10 @@ def test_a_replay_saved_with_checkpoints_must_fit_the_drivers_node(ray_cluster, 
 
 def test_a_new_run_refused_by_the_pre_flight_leaves_no_directory(ray_cluster, tiny, tmp_path):
     with pytest.raises(rayrl.UserError, match=r"lower algorithm.replay.capacity"):
-        rayrl.train(None, overrides=[*tiny, "algorithm.replay.capacity=2000000000"])
+        rayrl.train(
+            None,
+            overrides=[*tiny, "algorithm.replay.capacity=2000000000", "logging.tensorboard=true"],
+        )
     assert list((tmp_path / "runs").iterdir()) == []
 
 
