@@ -72,14 +72,16 @@ class ActorFactory:
         here = ray.get_runtime_context().get_node_id()
         workers, learner = self.config.workers, self.config.learner
         return (
-            ray.remote(ExperienceService)
+            # the probe runs in a group of its own: orphaned adds of replaced workers, blocked
+            # by the replay ratio, can take every thread of the default group
+            ray.remote(concurrency_groups={"probe": 1})(ExperienceService)
             .options(
                 name=self._name(self.family.store.namespace, incarnation),
                 num_cpus=0,
                 # what it holds when full: Ray places it where that fits, and counts it
                 memory=self.family.store_memory(self.config, self.spec),
                 # every caller may be waiting on the store at once: all workers' adds, the
-                # learners' sample requests, and stats/priorities/save/stop/ping calls
+                # learners' sample requests, and stats/priorities/save/stop calls
                 max_concurrency=workers.num_workers * workers.max_chunks_in_flight
                 + learner.num_learners * learner.prefetch_requests
                 + 8,

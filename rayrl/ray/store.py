@@ -181,7 +181,8 @@ class StoreSupervisor:
             if waited > self.faults.start_timeout_s:
                 self._replace(f"did not start within {waited:.0f} s (faults.start_timeout_s)")
             return
-        self.probe.ask(self.handle.ping.remote, lambda _: None, self._on_probe_error, self.life)
+        ping = self.handle.ping.options(concurrency_group="probe").remote
+        self.probe.ask(ping, lambda _: None, self._on_probe_error, self.life)
         hang = self._hang(now, self.ready_at)
         if hang is not None:
             self.stats.count(f"{self.kind.namespace}/hangs")
