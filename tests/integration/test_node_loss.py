@@ -10,6 +10,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,41 @@ def logged_env_steps(metrics: Path) -> int:
     return max((json.loads(line)["env_steps"] for line in lines if line.strip()), default=0)
 
 
+def train_losing_a_node(
+    cluster, node, overrides: list[str], lost_when: Callable[[], bool]
+) -> TrainResult:
+    """Train in a thread (Ray's nodes are added and removed from the main thread only);
+    remove `node` for good once `lost_when()`; return how the run ended, which must be within
+    `FINISH_S` of the loss. A stalled run is interrupted, so that it does not outlive the
+    test."""
+    results: list[TrainResult] = []
+    training = threading.Thread(
+        target=lambda: results.append(rayrl.train("cartpole_dqn", overrides=overrides)),
+        daemon=True,
+    )
+    removed = False
+    training.start()
+    try:
+        while not lost_when():
+            assert training.is_alive()
+            time.sleep(0.2)
+        cluster.remove_node(node)
+        removed = True
+        lost_at = time.monotonic()
+        training.join(timeout=FINISH_S)
+        took_s = time.monotonic() - lost_at
+    finally:
+        if not removed:
+            cluster.remove_node(node)
+        if training.is_alive():
+            run_policy._interrupted.set()
+            training.join(timeout=120)
+            run_policy._interrupted.clear()
+    assert took_s < FINISH_S, f"the run did not end within {FINISH_S:g} s of the node's loss"
+    (result,) = results
+    return result
+
+
 @pytest.mark.timeout(420)
 def test_a_run_finishes_its_budget_with_the_workers_left_when_a_node_is_lost_for_good(
     ray_cluster, tiny, tmp_path, caplog
@@ -46,7 +82,6 @@ def test_a_run_finishes_its_budget_with_the_workers_left_when_a_node_is_lost_for
     cluster, _ = ray_cluster
     extra = cluster.add_node(num_cpus=6, object_store_memory=200 * 2**20)
     cluster.wait_for_nodes()
-    results: list[TrainResult] = []
     overrides = [
         *tiny,
         "run.name=node-lost-for-good",
@@ -57,37 +92,18 @@ def test_a_run_finishes_its_budget_with_the_workers_left_when_a_node_is_lost_for
         f"run.checkpoint_interval_env_steps={BUDGET}",
         "logging.log_interval_s=0.5",
     ]
-    # the run in a thread: Ray's nodes are added and removed from the main thread only
-    training = threading.Thread(
-        target=lambda: results.append(rayrl.train("cartpole_dqn", overrides=overrides)),
-        daemon=True,
-    )
     metrics = tmp_path / "runs" / "node-lost-for-good" / "metrics.jsonl"  # tiny's runs_dir
-    removed = False
+    at_loss: list[int] = []
+
+    def lost_when() -> bool:
+        at_loss[:] = [logged_env_steps(metrics)]
+        return at_loss[0] >= LOSS_AT
+
     with caplog.at_level(logging.INFO, logger="rayrl.ray"):
-        training.start()
-        try:
-            while logged_env_steps(metrics) < LOSS_AT:
-                assert training.is_alive()
-                time.sleep(0.2)
-            at_loss = logged_env_steps(metrics)
-            cluster.remove_node(extra)
-            removed = True
-            lost_at = time.monotonic()
-            training.join(timeout=FINISH_S)
-            took_s = time.monotonic() - lost_at
-        finally:
-            if not removed:
-                cluster.remove_node(extra)
-            if training.is_alive():  # stalled: stop it, so that it does not outlive the test
-                run_policy._interrupted.set()
-                training.join(timeout=120)
-                run_policy._interrupted.clear()
-    assert took_s < FINISH_S, f"the run did not end within {FINISH_S:g} s of the node's loss"
-    (result,) = results
+        result = train_losing_a_node(cluster, extra, overrides, lost_when)
     assert result.stop_reason is StopReason.TOTAL_ENV_STEPS
     assert result.counters.env_steps >= BUDGET
-    assert at_loss < BUDGET / 2  # most of the budget was left to the remaining worker
+    assert at_loss[0] < BUDGET / 2  # most of the budget was left to the remaining worker
     replaced = {
         match.group(1)
         for record in caplog.records
@@ -108,7 +124,6 @@ def test_losing_the_learners_node_for_good_stops_the_run_in_bounded_time_keeping
     cluster, _ = ray_cluster
     extra = cluster.add_node(num_cpus=2, num_gpus=2, object_store_memory=200 * 2**20)
     cluster.wait_for_nodes()
-    results: list[TrainResult] = []
     overrides = [
         *tiny,
         "run.name=learner-node-lost",
@@ -118,32 +133,10 @@ def test_losing_the_learners_node_for_good_stops_the_run_in_bounded_time_keeping
         "faults.start_timeout_s=20",
         "logging.log_interval_s=0.5",
     ]
-    training = threading.Thread(
-        target=lambda: results.append(rayrl.train("cartpole_dqn", overrides=overrides)),
-        daemon=True,
-    )
     run_dir = tmp_path / "runs" / "learner-node-lost"
-    removed = False
+    latest = run_dir / "checkpoints" / "latest.pt"
     with caplog.at_level(logging.INFO, logger="rayrl"):
-        training.start()
-        try:
-            while not (run_dir / "checkpoints" / "latest.pt").is_file():
-                assert training.is_alive()
-                time.sleep(0.2)
-            cluster.remove_node(extra)
-            removed = True
-            lost_at = time.monotonic()
-            training.join(timeout=FINISH_S)
-            took_s = time.monotonic() - lost_at
-        finally:
-            if not removed:
-                cluster.remove_node(extra)
-            if training.is_alive():
-                run_policy._interrupted.set()
-                training.join(timeout=120)
-                run_policy._interrupted.clear()
-    assert took_s < FINISH_S, f"the run did not end within {FINISH_S:g} s of the node's loss"
-    (result,) = results
+        result = train_losing_a_node(cluster, extra, overrides, latest.is_file)
     assert result.stop_reason is StopReason.FAILED
     assert result.failure.startswith("the learner has waited")
     assert "was a GPU node lost?" in result.failure
