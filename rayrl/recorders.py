@@ -50,8 +50,10 @@ class JsonlRecorder:
     which weights it evaluated in `eval/env_steps`). Records at the same count (a log row and
     an evaluation that ended in the same round, or log rows while no experience arrives) are
     merged into one row, the newer values winning; so a row is written once a later count is
-    recorded, or when the recorder closes. A resumed run's rows start at its checkpoint's
-    count, and `RunDirectory.cut_back` has dropped the rows from that count on.
+    recorded, or when the recorder closes (two evaluations that end at one count, the last
+    periodic one and the final one, share its row: the final one's values; eval.jsonl has
+    both). A resumed run's rows start at its checkpoint's count, and
+    `RunDirectory.cut_back` has dropped the rows from that count on.
     """
 
     def __init__(self, path: Path, storage: Storage, time_offset_s: float = 0.0) -> None:

@@ -102,8 +102,6 @@ class TrainingSession:
         """The error the run stopped on, if any."""
         self.evaluated_env_steps: int | None = None
         """The env-step count of the weights evaluated last (see `begin`)."""
-        self.eval_recorded_at: int | None = None
-        """The run's env-step count when this segment last recorded an evaluation."""
         self.saved_env_steps: int | None = (
             counters.env_steps if run_dir.latest_checkpoint.is_file() else None
         )
@@ -184,10 +182,9 @@ class TrainingSession:
         best so far. Its metrics row is stamped with the run's clock (`counters.env_steps`,
         now: the evaluation may have run while training went on), so that metrics.jsonl stays
         in env-step order, and says which weights it evaluated in `eval/env_steps`; eval.jsonl
-        and the video are stamped with the evaluated weights' count."""
+        and the video (its file and its W&B entry) are stamped with the evaluated weights' count."""
         self.last_eval = result
         self.evaluated_env_steps = evaluated_env_steps
-        self.eval_recorded_at = self.counters.env_steps
         self.counters.evaluations += 1
         metrics = result.summary()
         metrics["eval/policy_version"] = float(result.policy_version)
@@ -198,7 +195,7 @@ class TrainingSession:
             path = self.run_dir.video_path(evaluated_env_steps)
             save = functools.partial(self.run_dir.save_video, result.video, path)
             if self.storage.write("videos", f"the video {path.name}", save):
-                self.recorders.record_video(path, self.counters.env_steps)
+                self.recorders.record_video(path, evaluated_env_steps)
         record = {
             "env_steps": evaluated_env_steps,
             "recorded_at_env_steps": self.counters.env_steps,
@@ -219,11 +216,11 @@ class TrainingSession:
 
     def evaluated_now(self) -> bool:
         """Whether the newest evaluation (this segment's, or the last in eval.jsonl) is of the
-        weights at the current env-step count, or was recorded at it: a final evaluation
-        would repeat it, or take its place in metrics.jsonl's row at that count (one row per
-        count), so the final evaluation is that one."""
-        now = self.counters.env_steps
-        return now in (self.evaluated_env_steps, self.eval_recorded_at)
+        weights at the current env-step count: a final evaluation would repeat it, and write
+        a second row at that count into eval.jsonl. (An evaluation of older weights that
+        ended at this count does not count: the final one is still made, and shares that
+        count's row of metrics.jsonl with it, its values winning; eval.jsonl keeps both.)"""
+        return self.evaluated_env_steps == self.counters.env_steps
 
     def refill_from(self, path: Path) -> bool:
         """Whether the replay saved at `path` goes with the checkpoint the run continues
