@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.integration.test_ray_runtime import env_steps_logged
 from tests.processes import wait_gone
 
 REPO = Path(__file__).resolve().parents[2]
@@ -172,7 +173,7 @@ def test_submitted_training_job_runs_to_its_final_evaluation(ray_head, tmp_path)
     assert (tmp_path / "job" / "metrics.jsonl").is_file()
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(480)
 def test_ray_job_stop_with_its_defaults_ends_the_run_with_a_final_checkpoint(ray_head, tmp_path):
     """`ray job stop` as users type it: SIGTERM, and a kill after the wait the job's
     runtime env (cluster/runtime_env.yaml) sets. rayrl ends in that time: the final
@@ -187,15 +188,18 @@ def test_ray_job_stop_with_its_defaults_ends_the_run_with_a_final_checkpoint(ray
         "run.checkpoint_interval_env_steps=2048",
         "algorithm.replay.save_with_checkpoint=true",
     )
-    checkpoints = tmp_path / "stopped" / "checkpoints"
-    deadline = time.monotonic() + 180
-    while not list(checkpoints.glob("step_*.pt")):
+    run_dir = tmp_path / "stopped"
+    checkpoints = run_dir / "checkpoints"
+
+    def newest_periodic() -> int:
+        return max((int(p.stem.split("_")[1]) for p in checkpoints.glob("step_*.pt")), default=-1)
+
+    # stopped once the run has sampled past its newest periodic checkpoint (the final one
+    # may itself be periodic, when one is due as the run ends)
+    deadline = time.monotonic() + 240
+    while (before_stop := newest_periodic()) < 0 or env_steps_logged(run_dir) <= before_stop:
         assert time.monotonic() < deadline, run(["ray", "job", "logs", job_id], ray_head)
         time.sleep(1)
-    time.sleep(3)  # past the periodic checkpoint
-    # the newest periodic checkpoint before the stop (the final one may itself be periodic,
-    # when one is due as the run ends)
-    before_stop = max(int(p.stem.split("_")[1]) for p in checkpoints.glob("step_*.pt"))
     run(["ray", "job", "stop", job_id], ray_head)
     status = wait_for_job(job_id, ray_head, timeout_s=150)
     logs = run(["ray", "job", "logs", job_id], ray_head)
