@@ -10,7 +10,6 @@ import resource
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 
@@ -19,12 +18,13 @@ import pytest
 from click.testing import CliRunner
 
 import rayrl
-from rayrl import run_policy
 from rayrl.checkpoint import load_checkpoint, policy_of, save_checkpoint
 from rayrl.cli import main
 from rayrl.ray import workers
 from rayrl.run_policy import StopReason
 from rayrl.rundir import RunDirectory
+from tests.background_run import BackgroundRun
+from tests.integration.test_ray_runtime import env_steps_logged
 
 
 def strict_json(line: str) -> dict:
@@ -119,14 +119,6 @@ def test_a_learner_that_fails_at_every_start_ends_the_run_at_once(ray_cluster, t
 SAVED_FIELDS = ("algorithm", "learner", "policy", "counters", "config")
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    """Poll `condition` until it holds; fail naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:g} s"
-        time.sleep(0.2)
-
-
 @pytest.mark.timeout(600)
 def test_training_goes_on_with_fewer_workers_when_a_node_is_lost(
     ray_cluster, tiny, tmp_path, caplog, monkeypatch
@@ -140,7 +132,6 @@ def test_training_goes_on_with_fewer_workers_when_a_node_is_lost(
     cluster, _ = ray_cluster
     extra = cluster.add_node(num_cpus=2, object_store_memory=200 * 2**20)
     cluster.wait_for_nodes()
-    results = []
     overrides = [
         *tiny,
         "run.name=lose-a-node",
@@ -149,45 +140,30 @@ def test_training_goes_on_with_fewer_workers_when_a_node_is_lost(
         "run.total_env_steps=10000000",
         "logging.log_interval_s=1",
     ]
-    # the run in a thread: Ray's nodes are added and removed from the main thread only
-    training = threading.Thread(
-        target=lambda: results.append(rayrl.train("cartpole_dqn", overrides=overrides)),
-        daemon=True,
-    )
-    metrics = tmp_path / "runs" / "lose-a-node" / "metrics.jsonl"  # under tiny's runs_dir
+    run_dir = tmp_path / "runs" / "lose-a-node"  # under tiny's runs_dir
 
-    def env_steps() -> int:
-        assert training.is_alive(), "the run ended on its own"
-        lines = metrics.read_text().splitlines() if metrics.is_file() else []
-        return json.loads(lines[-1])["env_steps"] if lines else 0
-
-    def said(text: str, after: int = 0) -> bool:
-        assert training.is_alive(), "the run ended on its own"
-        return any(text in record.getMessage() for record in caplog.records[after:])
+    def said(text: str, after: int) -> Callable[[], bool]:
+        return lambda: any(text in record.getMessage() for record in caplog.records[after:])
 
     added = None
     with caplog.at_level(logging.INFO, logger="rayrl.ray"):
-        training.start()
+        # in a thread: Ray's nodes are added and removed from the main thread only
+        run = BackgroundRun("cartpole_dqn", overrides)
         try:
-            wait_until(lambda: env_steps() >= 512, 240, "the run sampling")
-            at_loss, at_removal = env_steps(), len(caplog.records)
+            run.wait_until(lambda: env_steps_logged(run_dir) >= 512, 240, "sampling")
+            at_loss, at_removal = env_steps_logged(run_dir), len(caplog.records)
             cluster.remove_node(extra)
-            wait_until(
-                lambda: said("waits for room on the cluster", at_removal), 240, "a worker waiting"
-            )
+            run.wait_until(said("waits for room on the cluster", at_removal), 240, "wait")
             at_return = len(caplog.records)
             added = cluster.add_node(num_cpus=2, object_store_memory=200 * 2**20)
-            wait_until(lambda: said("workers running", at_return), 240, "a waiting worker started")
-            wait_until(lambda: env_steps() > at_loss + 2000, 240, "training going on")
+            run.wait_until(said("workers running", at_return), 240, "waiting worker's start")
+            run.wait_until(lambda: env_steps_logged(run_dir) > at_loss + 2000, 240, "training")
         finally:
-            run_policy._interrupted.set()  # as Ctrl-C stops a run
-            training.join(timeout=150)
-            run_policy._interrupted.clear()
+            run.stop()
             if added is not None:
                 cluster.remove_node(added)
-    (result,) = results
-    assert result.stop_reason is StopReason.INTERRUPTED
-    assert result.counters.env_steps > at_loss + 2000
+    assert run.result.stop_reason is StopReason.INTERRUPTED
+    assert run.result.counters.env_steps > at_loss + 2000
     assert any("died; replacing it" in record.getMessage() for record in caplog.records)
 
 

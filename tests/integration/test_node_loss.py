@@ -8,18 +8,16 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-import rayrl
-from rayrl import run_policy
 from rayrl.checkpoint import load_checkpoint
 from rayrl.run_policy import StopReason, TrainResult
 from rayrl.rundir import RunDirectory
+from tests.background_run import BackgroundRun
 from tests.run_files import assert_in_env_step_order
 
 LOSS_AT = 2048
@@ -41,34 +39,23 @@ def train_losing_a_node(
 ) -> TrainResult:
     """Train in a thread (Ray's nodes are added and removed from the main thread only);
     remove `node` for good once `lost_when()`; return how the run ended, which must be within
-    `FINISH_S` of the loss. A stalled run is interrupted, so that it does not outlive the
-    test."""
-    results: list[TrainResult] = []
-    training = threading.Thread(
-        target=lambda: results.append(rayrl.train("cartpole_dqn", overrides=overrides)),
-        daemon=True,
-    )
+    `FINISH_S` of the loss. A stalled run is stopped, so that it does not outlive the test."""
+    run = BackgroundRun("cartpole_dqn", overrides)
     removed = False
-    training.start()
     try:
-        while not lost_when():
-            assert training.is_alive()
-            time.sleep(0.2)
+        run.wait_until(lost_when, 300, "the moment to remove the node")
         cluster.remove_node(node)
         removed = True
         lost_at = time.monotonic()
-        training.join(timeout=FINISH_S)
+        ended = run.join(FINISH_S)
         took_s = time.monotonic() - lost_at
     finally:
+        if run.running:
+            run.stop(timeout_s=120)
         if not removed:
             cluster.remove_node(node)
-        if training.is_alive():
-            run_policy._interrupted.set()
-            training.join(timeout=120)
-            run_policy._interrupted.clear()
-    assert took_s < FINISH_S, f"the run did not end within {FINISH_S:g} s of the node's loss"
-    (result,) = results
-    return result
+    assert ended, f"the run did not end within {FINISH_S:g} s of the node's loss ({took_s:.0f} s)"
+    return run.result
 
 
 @pytest.mark.timeout(420)
