@@ -6,6 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rayrl.files import read_jsonl
+
+
+def env_steps_logged(run_dir: Path) -> int:
+    """The highest env-step count in a run's metrics.jsonl (0 before its first row); safe to
+    call while the run writes the file (a half-written last line is skipped)."""
+    return max((row["env_steps"] for row in read_jsonl(Path(run_dir) / "metrics.jsonl")), default=0)
+
 
 def env_steps_column(path: Path) -> list[int]:
     return [json.loads(line)["env_steps"] for line in path.read_text().splitlines()]

@@ -68,7 +68,6 @@ def only_run(runs: Path) -> Path:
     return run
 
 
-@pytest.mark.timeout(300)
 def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_path, ray_tmp):
     """The README's first command: `rayrl train`, no flags."""
     proc = start_train(tmp_path, ray_tmp)
@@ -84,7 +83,6 @@ def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_pa
     assert wait_gone(ray_tmp) == []
 
 
-@pytest.mark.timeout(300)
 @pytest.mark.parametrize(
     ("signum", "to_group"),
     [
@@ -118,7 +116,6 @@ def test_interrupt_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp, signu
     assert wait_gone(ray_tmp, timeout_s=150) == []
 
 
-@pytest.mark.timeout(420)
 def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
     proc = start_train(
         tmp_path, ray_tmp, *UNTIL_STOPPED, "--set", "run.checkpoint_interval_env_steps=2048"

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 import ray
 
+from rayrl.files import read_jsonl
 from rayrl.run_policy import StopReason
 from tests.background_run import BackgroundRun
-from tests.integration.test_ray_runtime import env_steps_logged, read_jsonl
+from tests.run_files import env_steps_logged
 
 CALL_TIMEOUT_S = 15
 RECOVERY_S = 300
@@ -33,6 +34,7 @@ def hang_run(tmp_path: Path, name: str, *extra: str) -> list[str]:
         f"run.name={name}",
         "run.target_return=null",
         "run.total_env_steps=100000000",  # the test stops the run
+        "run.time_budget_s=900",  # (a last resort)
         "run.eval_interval_env_steps=4096",
         "run.eval_episodes=2",
         "run.checkpoint_interval_env_steps=4096",
@@ -136,14 +138,14 @@ def train_through_a_freeze(
     run; how it stopped."""
     run = BackgroundRun(None, overrides)
     try:
-        run.wait_until(lambda: freezer.stopped.is_set() and recovered(), RECOVERY_S, "recovery")
+        run.wait_until(freezer.stopped.is_set, RECOVERY_S, "freeze")
+        run.wait_until(recovered, RECOVERY_S, "recovery from the freeze", every_s=1)
     finally:
+        freezer.release()  # before the end of the run, which would wait for a frozen actor
         run.stop()
-        freezer.release()
     return run.result.stop_reason
 
 
-@pytest.mark.timeout(600)
 @pytest.mark.parametrize("samples_per_insert", ["4", "null"])
 def test_a_stopped_learner_is_noticed_and_restored(
     ray_cluster, tmp_path, caplog, samples_per_insert
@@ -158,7 +160,7 @@ def test_a_stopped_learner_is_noticed_and_restored(
         stopped = train_through_a_freeze(
             hang_run(tmp_path, name, f"algorithm.replay.samples_per_insert={samples_per_insert}"),
             freezer,
-            lambda: updates_after(run_dir, "learner/restarts") > 0,  # the restored one trains
+            lambda: updates_after(run_dir, "learner/hangs") > 0,  # the restored one trains
         )
     assert stopped is StopReason.INTERRUPTED  # by the test, once the run had recovered
     messages = [record.message for record in caplog.records]
@@ -167,7 +169,6 @@ def test_a_stopped_learner_is_noticed_and_restored(
     assert read_jsonl(run_dir / "metrics.jsonl")[-1]["learner/hangs"] >= 1
 
 
-@pytest.mark.timeout(600)
 def test_a_stopped_store_is_replaced_and_the_learner_waiting_on_it_is_not(
     ray_cluster, tmp_path, caplog
 ):
@@ -180,7 +181,7 @@ def test_a_stopped_store_is_replaced_and_the_learner_waiting_on_it_is_not(
         stopped = train_through_a_freeze(
             hang_run(tmp_path, "store-stop"),
             freezer,
-            lambda: updates_after(run_dir, "replay/restarts") > 0,  # from the new store
+            lambda: updates_after(run_dir, "replay/hangs") > 0,  # from the new store
         )
     assert stopped is StopReason.INTERRUPTED
     # its probe, or a figures call asked a little earlier, went unanswered
@@ -202,7 +203,6 @@ def evaluated_after_replacement(run_dir: Path) -> bool:
     return bool(replaced) and any(row["env_steps"] >= replaced[0] for row in evaluations)
 
 
-@pytest.mark.timeout(600)
 def test_a_stopped_evaluator_is_replaced(ray_cluster, tmp_path, caplog):
     run_dir = tmp_path / "eval-stop"
     freezer = Freezer("rayrl/eval-stop/evaluator", lambda: bool(read_jsonl(run_dir / "eval.jsonl")))

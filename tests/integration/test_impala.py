@@ -15,7 +15,6 @@ def quiet(tmp_path):
     return ["logging.console=false", f"run.runs_dir={tmp_path}"]
 
 
-@pytest.mark.timeout(300)
 def test_impala_cartpole_reaches_the_threshold_with_ray(ray_cluster, tmp_path):
     result = rayrl.train("cartpole_impala", overrides=[*quiet(tmp_path), "run.seed=0"])
     assert result.stop_reason == "target_return reached"
@@ -24,7 +23,6 @@ def test_impala_cartpole_reaches_the_threshold_with_ray(ray_cluster, tmp_path):
     assert "stale unrolls dropped" in result.summary
 
 
-@pytest.mark.timeout(300)
 def test_two_learners_keep_identical_parameters_and_learn(ray_cluster, tmp_path):
     result = rayrl.train(
         "cartpole_impala",
@@ -35,7 +33,6 @@ def test_two_learners_keep_identical_parameters_and_learn(ray_cluster, tmp_path)
     assert result.final_eval.mean >= 475
 
 
-@pytest.mark.timeout(300)
 def test_distributed_agent_trains_evaluates_saves_and_warm_starts(ray_cluster, tmp_path):
     options = {
         "num_steps": 16,

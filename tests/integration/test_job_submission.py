@@ -24,8 +24,9 @@ import numpy as np
 import pytest
 import torch
 
-from tests.integration.test_ray_runtime import env_steps_logged
+from rayrl.files import read_jsonl
 from tests.processes import wait_gone
+from tests.run_files import env_steps_logged
 
 REPO = Path(__file__).resolve().parents[2]
 RAY_PORT_OPTIONS = (
@@ -149,7 +150,6 @@ def submit_training(job_id: str, env: dict[str, str], *settings: str) -> None:
     )  # fmt: skip
 
 
-@pytest.mark.timeout(300)
 def test_submitted_training_job_runs_to_its_final_evaluation(ray_head, tmp_path):
     job_id = f"rayrl-test-{uuid.uuid4().hex[:8]}"
     submit_training(
@@ -173,7 +173,6 @@ def test_submitted_training_job_runs_to_its_final_evaluation(ray_head, tmp_path)
     assert (tmp_path / "job" / "metrics.jsonl").is_file()
 
 
-@pytest.mark.timeout(480)
 def test_ray_job_stop_with_its_defaults_ends_the_run_with_a_final_checkpoint(ray_head, tmp_path):
     """`ray job stop` as users type it: SIGTERM, and a kill after the wait the job's
     runtime env (cluster/runtime_env.yaml) sets. rayrl ends in that time: the final
@@ -207,6 +206,9 @@ def test_ray_job_stop_with_its_defaults_ends_the_run_with_a_final_checkpoint(ray
     assert "stopped: interrupted" in logs  # it ended itself, not killed
     final = torch.load(checkpoints / "latest.pt", weights_only=True)["counters"]
     assert final["env_steps"] > before_stop
+    # the final checkpoint, not a periodic one written between the check and the stop: its
+    # count is the one the run ended at, in the last metrics row
+    assert final["env_steps"] == read_jsonl(run_dir / "metrics.jsonl")[-1]["env_steps"]
     # the replay saved with the final checkpoint, not an older periodic one
     with np.load(checkpoints / "replay.npz") as replay:
         assert int(replay["metadata_env_steps"]) == final["env_steps"]

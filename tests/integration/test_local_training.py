@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 
 import numpy as np
@@ -12,13 +11,10 @@ import torch
 import rayrl
 from rayrl.checkpoint import load_checkpoint
 from rayrl.errors import UserError
+from rayrl.files import read_jsonl
 from rayrl.run_policy import StopReason
 from rayrl.rundir import RunDirectory
 from tests.run_files import assert_in_env_step_order
-
-
-def read_jsonl(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_cartpole_dqn_reaches_the_solved_threshold(tmp_path):
@@ -205,7 +201,6 @@ def test_checkpoints_are_loadable_with_weights_only(tiny):
     assert payload["format"] == "rayrl-checkpoint"
 
 
-@pytest.mark.timeout(600)
 @pytest.mark.parametrize(
     ("preset", "env_steps", "algorithm_overrides"),
     [

@@ -16,8 +16,6 @@ all named in the test; it evaluated 1.55 at 60k and 2.35 at 70k env steps, so it
 
 from __future__ import annotations
 
-import pytest
-
 import rayrl
 
 
@@ -43,17 +41,14 @@ def check(result: rayrl.TrainResult, target: float) -> None:
     assert len(result.final_eval.returns) == 20
 
 
-@pytest.mark.timeout(420)
 def test_ppo_learns_minatar_breakout(ray_cluster, tmp_path):
     check(train("minatar_ppo", tmp_path, 3.0, 1_000_000), 3.0)
 
 
-@pytest.mark.timeout(420)
 def test_impala_learns_minatar_breakout(ray_cluster, tmp_path):
     check(train("minatar_impala", tmp_path, 3.0, 1_500_000), 3.0)
 
 
-@pytest.mark.timeout(420)
 def test_dqn_learns_minatar_breakout(ray_cluster, tmp_path):
     result = train(
         "minatar_dqn",

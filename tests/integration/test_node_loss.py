@@ -5,20 +5,16 @@ run must stop in bounded time, saying why, with its checkpoints intact."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
 from collections.abc import Callable
-from pathlib import Path
-
-import pytest
 
 from rayrl.checkpoint import load_checkpoint
 from rayrl.run_policy import StopReason, TrainResult
 from rayrl.rundir import RunDirectory
 from tests.background_run import BackgroundRun
-from tests.run_files import assert_in_env_step_order
+from tests.run_files import assert_in_env_step_order, env_steps_logged
 
 LOSS_AT = 2048
 """Env steps after which the node is removed (training is under way on both nodes)."""
@@ -27,11 +23,6 @@ BUDGET = 12_288
 FINISH_S = 150.0
 """The run ends this soon after the node is removed: it takes about 10 s on an idle 2-core
 machine, 30 s on a loaded one; a stalled run never ends."""
-
-
-def logged_env_steps(metrics: Path) -> int:
-    lines = metrics.read_text().splitlines() if metrics.is_file() else []
-    return max((json.loads(line)["env_steps"] for line in lines if line.strip()), default=0)
 
 
 def train_losing_a_node(
@@ -58,7 +49,6 @@ def train_losing_a_node(
     return run.result
 
 
-@pytest.mark.timeout(420)
 def test_a_run_finishes_its_budget_with_the_workers_left_when_a_node_is_lost_for_good(
     ray_cluster, tiny, tmp_path, caplog
 ):
@@ -79,11 +69,11 @@ def test_a_run_finishes_its_budget_with_the_workers_left_when_a_node_is_lost_for
         f"run.checkpoint_interval_env_steps={BUDGET}",
         "logging.log_interval_s=0.5",
     ]
-    metrics = tmp_path / "runs" / "node-lost-for-good" / "metrics.jsonl"  # tiny's runs_dir
+    run_dir = tmp_path / "runs" / "node-lost-for-good"  # under tiny's runs_dir
     at_loss: list[int] = []
 
     def lost_when() -> bool:
-        at_loss[:] = [logged_env_steps(metrics)]
+        at_loss[:] = [env_steps_logged(run_dir)]
         return at_loss[0] >= LOSS_AT
 
     with caplog.at_level(logging.INFO, logger="rayrl.ray"):
@@ -99,7 +89,6 @@ def test_a_run_finishes_its_budget_with_the_workers_left_when_a_node_is_lost_for
     assert len(replaced) == 2  # the extra node's workers
 
 
-@pytest.mark.timeout(420)
 def test_losing_the_learners_node_for_good_stops_the_run_in_bounded_time_keeping_its_checkpoints(
     ray_cluster, tiny, tmp_path, caplog
 ):

@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
-import pytest
 from nbclient import NotebookClient
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb"
 
 
-@pytest.mark.timeout(420)
 def test_quickstart_notebook_executes(tmp_path, monkeypatch):
     monkeypatch.setenv("RAYRL_NOTEBOOK_STEPS", "4096")
     monkeypatch.setenv("RAYRL_NOTEBOOK_RUNS", str(tmp_path / "runs"))

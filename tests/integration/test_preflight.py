@@ -138,7 +138,6 @@ def test_without_an_autoscaler_the_nodes_there_are_all(ray_cluster):
     assert autoscaler_node_types() == ()
 
 
-@pytest.mark.timeout(240)
 def test_a_learner_an_autoscaler_node_type_can_hold_waits_for_it(autoscaler_reports, tiny, caplog):
     """No node has 4 GPUs, but the autoscaler can start one that has: the run starts and
     says so; its learner then waits for the node (here none comes, and the start timeout
@@ -240,7 +239,6 @@ def train_on(
     )
 
 
-@pytest.mark.timeout(300)
 @pytest.mark.parametrize(
     ("with_config", "gpus"),
     [(True, 1), (False, 2)],
@@ -328,7 +326,6 @@ def test_cluster_yaml_scenario_a_null_gpu_request_trains_on_cpu_and_says_how_to_
     ]
 
 
-@pytest.mark.timeout(300)
 def test_a_null_gpu_request_without_a_gpu_says_the_learner_trains_on_cpu(
     tmp_path,
     ray_tmp,  # noqa: F811

@@ -3,7 +3,6 @@ GPU): learning, placement, and faults injected by killing real actor processes."
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
@@ -17,19 +16,9 @@ import ray
 
 import rayrl
 from rayrl.checkpoint import load_checkpoint
+from rayrl.files import read_jsonl
 from rayrl.rundir import RunDirectory
-from tests.run_files import assert_in_env_step_order
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def env_steps_logged(run_dir: Path) -> int:
-    rows = read_jsonl(run_dir / "metrics.jsonl")
-    return max((r["env_steps"] for r in rows), default=0)
+from tests.run_files import assert_in_env_step_order, env_steps_logged
 
 
 def kill_actor_when(name: str, ready: Callable[[], bool], timeout_s: float = 120.0):
@@ -86,7 +75,6 @@ def assert_updates_never_go_backwards(rows: list[dict]) -> None:
     assert updates == sorted(updates)
 
 
-@pytest.mark.timeout(240)
 def test_async_dqn_reaches_the_threshold_with_the_learner_on_the_gpu_node(ray_cluster, tmp_path):
     _, gpu_node = ray_cluster
     result = rayrl.train(
@@ -106,7 +94,6 @@ def test_async_dqn_reaches_the_threshold_with_the_learner_on_the_gpu_node(ray_cl
     assert result.figures["startup_actors_s"] > 0  # the actors' processes started
 
 
-@pytest.mark.timeout(240)
 def test_killed_worker_is_replaced_and_training_goes_on(ray_cluster, tmp_path):
     run_dir = tmp_path / "worker-kill"
     killed = kill_actor_when(
@@ -122,7 +109,6 @@ def test_killed_worker_is_replaced_and_training_goes_on(ray_cluster, tmp_path):
     assert "restarts" in result.summary
 
 
-@pytest.mark.timeout(240)
 def test_killed_learner_is_restored_from_its_checkpoint(ray_cluster, tmp_path, caplog):
     run_dir = tmp_path / "learner-kill"
     latest = run_dir / "checkpoints" / "latest.pt"
@@ -150,7 +136,6 @@ def test_killed_learner_is_restored_from_its_checkpoint(ray_cluster, tmp_path, c
     assert final["counters"]["updates"] > 0
 
 
-@pytest.mark.timeout(240)
 def test_killed_replay_is_recreated_and_refilled(ray_cluster, tmp_path, caplog):
     run_dir = tmp_path / "replay-kill"
     killed = kill_actor_when("rayrl/replay-kill/replay", lambda: env_steps_logged(run_dir) >= 3072)
@@ -165,7 +150,6 @@ def test_killed_replay_is_recreated_and_refilled(ray_cluster, tmp_path, caplog):
     assert_updates_never_go_backwards(rows)
 
 
-@pytest.mark.timeout(240)
 def test_a_replay_refilled_from_its_checkpoint_grants_no_burst_of_updates(ray_cluster, tmp_path):
     """With `algorithm.replay.save_with_checkpoint`, a killed replay actor comes back refilled
     from the buffer saved with the last checkpoint, and with the rate limiter's counts of that
@@ -193,7 +177,6 @@ def test_a_replay_refilled_from_its_checkpoint_grants_no_burst_of_updates(ray_cl
     assert result.counters.updates * batch <= allowed
 
 
-@pytest.mark.timeout(240)
 def test_the_final_checkpoint_saves_the_replay_when_asked(ray_cluster, tmp_path):
     result = rayrl.train(
         None,
@@ -211,7 +194,6 @@ def test_the_final_checkpoint_saves_the_replay_when_asked(ray_cluster, tmp_path)
     assert sampled >= result.counters.updates * 64  # and the learner's prefetched batches
 
 
-@pytest.mark.timeout(240)
 def test_hung_worker_is_killed_and_replaced(ray_cluster, tmp_path, hang_marker):
     run_dir = tmp_path / "hang"
 
@@ -244,7 +226,6 @@ def test_hung_worker_is_killed_and_replaced(ray_cluster, tmp_path, hang_marker):
     assert rows[-1]["worker/restarts"] >= 1
 
 
-@pytest.mark.timeout(240)
 def test_resume_with_a_different_number_of_workers(ray_cluster, tmp_path):
     first = rayrl.train(None, overrides=fault_run(tmp_path, "resume", "run.total_env_steps=4096"))
     before = load_checkpoint(RunDirectory(first.run_dir).latest_checkpoint)["counters"]
@@ -314,7 +295,6 @@ def test_cluster_too_small_is_a_clear_error(ray_cluster, tiny):
         rayrl.train(None, overrides=[*tiny, "workers.num_workers=20"])
 
 
-@pytest.mark.timeout(240)
 def test_two_dqn_learners_all_reduce_and_end_identical(ray_cluster, tiny):
     """`learner.num_learners` is the learner's setting, for every algorithm."""
     result = rayrl.train(None, overrides=[*tiny, "learner.num_learners=2"])

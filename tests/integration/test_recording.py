@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pytest
 
 import rayrl
+from rayrl.files import read_jsonl
 from rayrl.recorders import wandb_mode
 from rayrl.rundir import RunDirectory
 from tests.wandb_offline import read_offline_run
@@ -35,11 +35,6 @@ def test_wandb_offline_run_has_config_metrics_and_env_step_axis(tiny):
     assert max(row["env_steps"] for row in history) == 2048
 
 
-def read_jsonl(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-@pytest.mark.timeout(240)
 def test_evaluation_videos_and_best_checkpoint_reach_wandb(ray_cluster, tiny):
     """Ray runtime: the evaluator actor records the episode and the driver stores it."""
     overrides = [
