@@ -127,6 +127,7 @@ def train(args: argparse.Namespace) -> dict:
     obs, _ = envs.reset(seed=args.seed)
     obs = obs.astype(np.uint8)
     env_steps, updates, returns = 0, 0, []
+    update_s = 0.0
     episode_return = np.zeros(args.envs)
     first_step = time.monotonic()
     while env_steps < args.env_steps:
@@ -151,6 +152,7 @@ def train(args: argparse.Namespace) -> dict:
         env_steps += args.envs
         if replay.size < 5_000:
             continue
+        update_start = time.monotonic()
         for _ in range(args.envs):  # one update of 32 per env step
             b_obs, b_actions, b_rewards, b_next, b_terminated = replay.sample(32)
             with torch.no_grad():
@@ -164,6 +166,7 @@ def train(args: argparse.Namespace) -> dict:
             updates += 1
             if updates % 1000 == 0:
                 target.load_state_dict(network.state_dict())
+        update_s += time.monotonic() - update_start
     trained = time.monotonic()
     final = evaluate(network, args.game, args.eval_episodes, args.seed)
     return {
@@ -172,6 +175,8 @@ def train(args: argparse.Namespace) -> dict:
         "start_up_s": round(first_step - started, 2),
         "train_s": round(trained - first_step, 2),
         "env_steps_per_s": round(env_steps / (trained - first_step), 1),
+        "update_ms": round(1000 * update_s / max(updates, 1), 3),
+        "update_share": round(update_s / (trained - first_step), 3),
         "whole_s": round(time.monotonic() - started, 2),
         "training_return_last_100": round(float(np.mean(returns[-100:] or [0.0])), 2),
         "eval_return": round(final, 2),
