@@ -21,16 +21,14 @@ measures what the single process costs, not rayrl's code run in one process (tha
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 started = time.monotonic()
 
-import gymnasium as gym  # noqa: E402  (the imports count in the whole command's time)
-import minatar.gym  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np  # noqa: E402  (the imports count in the whole command's time)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from plain_loop import evaluate, make_envs, parser, report  # noqa: E402
 from torch import nn  # noqa: E402
 
 
@@ -77,44 +75,24 @@ class Replay:
         )
 
 
-def make_envs(game: str, num_envs: int, seed: int) -> gym.vector.VectorEnv:
-    minatar.gym.register_envs()
-    envs = gym.vector.SyncVectorEnv(
-        [
-            lambda: gym.make(game, sticky_action_prob=0.1, max_episode_steps=10_000)
-            for _ in range(num_envs)
-        ],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
-    envs.reset(seed=seed)
-    return envs
-
-
-def evaluate(network: QNetwork, game: str, episodes: int, seed: int) -> float:
-    """Mean return of `episodes` episodes at epsilon 0.05 (rayrl's `eval_epsilon`)."""
-    env = gym.make(game, sticky_action_prob=0.1, max_episode_steps=10_000)
+def evaluate_greedy(network: QNetwork, game: str, episodes: int, seed: int) -> float:
+    """Mean return at epsilon 0.05 (rayrl's `eval_epsilon`)."""
     rng = np.random.default_rng(seed + 1)
-    returns = []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=seed + 1000 + episode)
-        done, total = False, 0.0
-        while not done:
-            if rng.random() < 0.05:
-                action = int(rng.integers(env.action_space.n))
-            else:
-                with torch.inference_mode():
-                    action = int(network(torch.from_numpy(obs[None]).to(torch.uint8)).argmax())
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
-    return float(np.mean(returns))
+    actions = network.q.out_features
+
+    def act(obs: np.ndarray) -> int:
+        if rng.random() < 0.05:
+            return int(rng.integers(actions))
+        with torch.inference_mode():
+            return int(network(torch.from_numpy(obs[None]).to(torch.uint8)).argmax())
+
+    return evaluate(act, game, episodes, seed)
 
 
-def train(args: argparse.Namespace) -> dict:
+def train(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    envs = make_envs(args.game, args.envs, args.seed)
+    envs = make_envs(args.game, args.envs)
     obs_shape = envs.single_observation_space.shape
     actions = int(envs.single_action_space.n)
     network, target = QNetwork(obs_shape[-1], actions), QNetwork(obs_shape[-1], actions)
@@ -168,32 +146,23 @@ def train(args: argparse.Namespace) -> dict:
                 target.load_state_dict(network.state_dict())
         update_s += time.monotonic() - update_start
     trained = time.monotonic()
-    final = evaluate(network, args.game, args.eval_episodes, args.seed)
-    return {
-        "env_steps": env_steps,
-        "updates": updates,
-        "start_up_s": round(first_step - started, 2),
-        "train_s": round(trained - first_step, 2),
-        "env_steps_per_s": round(env_steps / (trained - first_step), 1),
-        "update_ms": round(1000 * update_s / max(updates, 1), 3),
-        "update_share": round(update_s / (trained - first_step), 3),
-        "whole_s": round(time.monotonic() - started, 2),
-        "training_return_last_100": round(float(np.mean(returns[-100:] or [0.0])), 2),
-        "eval_return": round(final, 2),
-    }
+    report(
+        "plain_dqn",
+        started,
+        first_step,
+        trained,
+        returns,
+        evaluate_greedy(network, args.game, args.eval_episodes, args.seed),
+        env_steps=env_steps,
+        updates=updates,
+        update_ms=round(1000 * update_s / max(updates, 1), 3),
+        update_share=round(update_s / (trained - first_step), 3),
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--game", default="MinAtar/Breakout-v1")
-    parser.add_argument("--env-steps", type=int, default=60_000)
-    parser.add_argument(
-        "--envs", type=int, default=8, help="envs stepped together (minatar_dqn: 2 x 4)"
-    )
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (rayrl's: 1)")
-    parser.add_argument("--eval-episodes", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
-    print("plain_dqn " + json.dumps(train(parser.parse_args())), flush=True)
+    envs_help = "envs stepped together (minatar_dqn: 2 workers x 4)"
+    train(parser(__doc__.splitlines()[0], 60_000, 8, envs_help).parse_args())
 
 
 if __name__ == "__main__":

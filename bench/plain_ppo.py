@@ -21,16 +21,14 @@ figures that the harness reads.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 started = time.monotonic()
 
-import gymnasium as gym  # noqa: E402  (the imports count in the whole command's time)
-import minatar.gym  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np  # noqa: E402  (the imports count in the whole command's time)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from plain_loop import evaluate, make_envs, parser, report  # noqa: E402
 from torch import nn  # noqa: E402
 
 NUM_STEPS, EPOCHS, MINIBATCHES = 128, 4, 8
@@ -51,38 +49,20 @@ class ActorCritic(nn.Module):
         return self.policy(x), self.value(x).squeeze(-1)
 
 
-def make_envs(game: str, num_envs: int) -> gym.vector.VectorEnv:
-    minatar.gym.register_envs()
-    return gym.vector.SyncVectorEnv(
-        [
-            lambda: gym.make(game, sticky_action_prob=0.1, max_episode_steps=10_000)
-            for _ in range(num_envs)
-        ],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
-
-
-def evaluate(network: ActorCritic, game: str, episodes: int, seed: int) -> float:
-    """Mean return of `episodes` episodes sampled from the policy (rayrl's `eval_policy:
-    sample` for this preset)."""
-    env = gym.make(game, sticky_action_prob=0.1, max_episode_steps=10_000)
+def evaluate_sampling(network: ActorCritic, game: str, episodes: int, seed: int) -> float:
+    """Mean return of actions sampled from the policy (rayrl's `eval_policy: sample` for
+    this preset)."""
     generator = torch.Generator().manual_seed(seed + 1)
-    returns = []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=seed + 1000 + episode)
-        done, total = False, 0.0
-        while not done:
-            with torch.inference_mode():
-                logits, _ = network(torch.from_numpy(obs[None]).to(torch.uint8))
-                action = int(torch.multinomial(logits.softmax(-1), 1, generator=generator))
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
-    return float(np.mean(returns))
+
+    def act(obs: np.ndarray) -> int:
+        with torch.inference_mode():
+            logits, _ = network(torch.from_numpy(obs[None]).to(torch.uint8))
+            return int(torch.multinomial(logits.softmax(-1), 1, generator=generator))
+
+    return evaluate(act, game, episodes, seed)
 
 
-def train(args: argparse.Namespace) -> dict:
+def train(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     envs = make_envs(args.game, args.envs)
@@ -163,30 +143,21 @@ def train(args: argparse.Namespace) -> dict:
                 optimizer.step()
         iterations += 1
     trained = time.monotonic()
-    final = evaluate(network, args.game, args.eval_episodes, args.seed)
-    return {
-        "env_steps": env_steps,
-        "updates": iterations,
-        "start_up_s": round(first_step - started, 2),
-        "train_s": round(trained - first_step, 2),
-        "env_steps_per_s": round(env_steps / (trained - first_step), 1),
-        "whole_s": round(time.monotonic() - started, 2),
-        "training_return_last_100": round(float(np.mean(returns[-100:] or [0.0])), 2),
-        "eval_return": round(final, 2),
-    }
+    report(
+        "plain_ppo",
+        started,
+        first_step,
+        trained,
+        returns,
+        evaluate_sampling(network, args.game, args.eval_episodes, args.seed),
+        env_steps=env_steps,
+        updates=iterations,
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--game", default="MinAtar/Breakout-v1")
-    parser.add_argument("--env-steps", type=int, default=500_000)
-    parser.add_argument(
-        "--envs", type=int, default=64, help="envs stepped together (minatar_ppo: 2 x 32)"
-    )
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (rayrl's: 1)")
-    parser.add_argument("--eval-episodes", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
-    print("plain_ppo " + json.dumps(train(parser.parse_args())), flush=True)
+    envs_help = "envs stepped together (minatar_ppo: 2 workers x 32)"
+    train(parser(__doc__.splitlines()[0], 500_000, 64, envs_help).parse_args())
 
 
 if __name__ == "__main__":
