@@ -33,17 +33,15 @@ BENCH = Path(__file__).resolve().parent
 
 def rayrl_command(algorithm: str, env_steps: int, seed: int, game: str) -> list[str]:
     rayrl = str(Path(sys.executable).with_name("rayrl"))
-    return [
-        rayrl,
-        "train",
-        "--config",
-        f"minatar_{algorithm}",
-        "--set",
+    overrides = [
         f"env.id={game}",
         f"run.total_env_steps={env_steps}",
         f"run.seed={seed}",
         "run.target_return=null",
         "logging.console=false",
+    ]
+    return [rayrl, "train", "--config", f"minatar_{algorithm}"] + [
+        part for override in overrides for part in ("--set", override)
     ]
 
 
