@@ -13,6 +13,7 @@ and the ratio rayrl / plain is taken pairwise within a round (the machine drifts
 alternate which goes first. Each round uses one seed for both.
 
     python bench/vs_plain_loop.py --algorithm dqn --env-steps 60000 --repeats 3
+    python bench/vs_plain_loop.py --algorithm ppo --env-steps 500000 --repeats 3
 """
 
 from __future__ import annotations
