@@ -3,7 +3,8 @@
 Each contender is the whole command a user would type, in its own process, timed from its
 start to its exit, and each trains to the same target: the mean return of 10
 deterministic (greedy) evaluation episodes reaching 475, checked every 2,048 env steps.
-- `rayrl train` (the default: DQN, Ray runtime) and `rayrl train --config cartpole_ppo`;
+- `rayrl train` (the default: DQN, Ray runtime), `rayrl train --config cartpole_ppo` and
+  the same with `--runtime local` (rayrl's single-process runtime);
 - SB3 PPO and SB3 DQN with rl-baselines3-zoo's CartPole-v1 hyperparameters
   (hyperparams/ppo.yml, hyperparams/dqn.yml), within the zoo's budgets (1e5 and 5e4 env
   steps), evaluated by SB3's EvalCallback and stopped by StopTrainingOnRewardThreshold;
@@ -20,6 +21,7 @@ The peers are installed by `pip install -e ".[bench]"`, never by rayrl itself.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import statistics
 import subprocess
@@ -27,6 +29,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,7 @@ EVAL_EVERY = 2048
 RAYRL = {
     "rayrl default": [],
     "rayrl cartpole_ppo": ["--config", "cartpole_ppo"],
+    "rayrl cartpole_ppo local": ["--config", "cartpole_ppo", "--runtime", "local"],
 }
 SB3 = ("sb3 ppo", "sb3 dqn", "sb3 ppo zoo budget")
 
@@ -91,22 +95,46 @@ def command(contender: str, seed: int) -> list[str]:
     return [sys.executable, __file__, "--sb3", algorithm, "--seed", str(seed), *whole_budget]
 
 
-def run(contender: str, seed: int) -> tuple[float, float | None, float | None]:
-    """Whole-command wall seconds, seconds to the target (None if not reached), and
-    rayrl's start-up (command start to the first chunk; None for the peers)."""
+@dataclass
+class Outcome:
+    """One whole command."""
+
+    wall_s: float
+    target_s: float | None
+    """Seconds to the target (None: not reached)."""
+    target_env_steps: int | None
+    """Env steps of the weights that reached the target (None: not reached)."""
+    startup_s: float | None
+    """rayrl's start-up, command start to the first chunk (None for the peers)."""
+
+
+def rayrl_target_env_steps(cwd: Path) -> int | None:
+    """The env steps of the first evaluation in the run's eval.jsonl at the target."""
+    for path in cwd.glob("runs/*/eval.jsonl"):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            if row["eval/return_mean"] >= TARGET:
+                return int(row["env_steps"])
+    return None
+
+
+def run(contender: str, seed: int) -> Outcome:
     with tempfile.TemporaryDirectory() as cwd:
         start = time.monotonic()
         done = subprocess.run(
             command(contender, seed), cwd=cwd, capture_output=True, text=True, check=False
         )
         wall = time.monotonic() - start
+        rayrl_steps = rayrl_target_env_steps(Path(cwd)) if contender in RAYRL else None
     if done.returncode != 0:
         raise RuntimeError(f"{contender} (seed {seed}) failed:\n{done.stdout}\n{done.stderr}")
     reached = re.search(r"target return reached in ([\d.]+) s", done.stdout)
+    sb3_steps = re.search(r"target return reached at (\d+) env steps", done.stdout)
     startup = re.search(r"start-up: ([\d.]+) s", done.stdout)
-    return (
+    return Outcome(
         wall,
         float(reached.group(1)) if reached else None,
+        int(sb3_steps.group(1)) if sb3_steps else rayrl_steps,
         float(startup.group(1)) if startup else None,
     )
 
@@ -124,13 +152,13 @@ def sb3_train(algorithm: str, seed: int, whole_budget: bool) -> None:
     n_envs, budget, settings = ZOO[algorithm]
     env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=seed)
     model = {"ppo": PPO, "dqn": DQN}[algorithm]("MlpPolicy", env, seed=seed, **settings)
-    reached: list[float] = []
+    reached: list[tuple[float, int]] = []
 
     class Reached(StopTrainingOnRewardThreshold):
         def _on_step(self) -> bool:
             go_on = super()._on_step()
             if not go_on:
-                reached.append(time.time() - started)
+                reached.append((time.time() - started, self.num_timesteps))
             return go_on or whole_budget
 
     evaluation = EvalCallback(
@@ -143,7 +171,8 @@ def sb3_train(algorithm: str, seed: int, whole_budget: bool) -> None:
     )
     model.learn(total_timesteps=budget, callback=evaluation)
     if reached:
-        print(f"target return reached in {reached[0]:.1f} s")
+        print(f"target return reached in {reached[0][0]:.1f} s")
+        print(f"target return reached at {reached[0][1]} env steps")
     print(f"{model.num_timesteps} env steps, best mean return {evaluation.best_mean_reward:.1f}")
 
 
@@ -164,33 +193,42 @@ def main() -> None:
     if args.sb3:
         sb3_train(args.sb3, args.seed, args.whole_budget)
         return
-    walls: dict[str, list[float]] = {name: [] for name in args.contenders}
-    targets: dict[str, list[float | None]] = {name: [] for name in args.contenders}
-    startups: dict[str, list[float]] = {name: [] for name in args.contenders}
+    outcomes: dict[str, list[Outcome]] = {name: [] for name in args.contenders}
     for round_ in range(args.repeats):
         shift = round_ % len(args.contenders)
         for contender in args.contenders[shift:] + args.contenders[:shift]:
-            wall, reached, startup = run(contender, seed=round_)
-            walls[contender].append(wall)
-            targets[contender].append(reached)
-            if startup is not None:
-                startups[contender].append(startup)
-            shown = f"{reached:.1f} s" if reached is not None else "not reached"
-            print(f"round {round_ + 1}, {contender}: {wall:.1f} s, target {shown}", flush=True)
+            outcome = run(contender, seed=round_)
+            outcomes[contender].append(outcome)
+            shown = "not reached"
+            if outcome.target_s is not None:
+                shown = f"{outcome.target_s:.1f} s, {outcome.target_env_steps} env steps"
+            print(
+                f"round {round_ + 1}, {contender}: {outcome.wall_s:.1f} s, target {shown}",
+                flush=True,
+            )
+    walls = {name: [o.wall_s for o in rows] for name, rows in outcomes.items()}
     print(f"\nCartPole-v1 to {TARGET:g}, seeds 0-{args.repeats - 1}; median (min-max):")
-    for contender in args.contenders:
-        reached = [t for t in targets[contender] if t is not None]
-        shown = summary(reached) if reached else "-"
-        print(
-            f"  {contender:>20}: whole command {summary(walls[contender])} s; to the target "
-            f"{shown} s ({len(reached)}/{args.repeats} reached)"
-            + (f"; start-up {summary(startups[contender])} s" if startups[contender] else "")
-        )
-    for peer in ("sb3 ppo", "sb3 ppo zoo budget"):
-        for contender in RAYRL:
-            if contender in walls and peer in walls:
-                ratios = [a / b for a, b in zip(walls[contender], walls[peer], strict=True)]
-                print(f"  {contender} / {peer}, whole command, pairwise: {summary(ratios, 2)}x")
+    for contender, rows in outcomes.items():
+        reached = [o for o in rows if o.target_s is not None]
+        line = f"  {contender:>24}: whole command {summary(walls[contender])} s"
+        if reached:
+            line += (
+                f"; to the target {summary([o.target_s for o in reached])} s, "
+                f"{summary([o.target_env_steps for o in reached], 0)} env steps"
+            )
+        line += f" ({len(reached)}/{args.repeats} reached)"
+        if startups := [o.startup_s for o in rows if o.startup_s is not None]:
+            line += f"; start-up {summary(startups)} s"
+        if contender in RAYRL and reached:
+            # from the evaluation that reached the target to the process' exit
+            line += f"; end {summary([o.wall_s - o.target_s for o in reached])} s"
+        print(line)
+    pairs = [(c, p) for p in ("sb3 ppo", "sb3 ppo zoo budget") for c in RAYRL]
+    pairs.append(("rayrl cartpole_ppo", "rayrl cartpole_ppo local"))
+    for contender, peer in pairs:
+        if contender in walls and peer in walls:
+            ratios = [a / b for a, b in zip(walls[contender], walls[peer], strict=True)]
+            print(f"  {contender} / {peer}, whole command, pairwise: {summary(ratios, 2)}x")
 
 
 if __name__ == "__main__":

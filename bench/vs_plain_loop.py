@@ -1,0 +1,127 @@
+"""rayrl against a plain single-process loop of the same algorithm on MinAtar, whole
+commands over the same env steps, one after the other on this machine.
+
+- **rayrl**: `rayrl train --config minatar_dqn` (or `minatar_ppo`), the Ray runtime as a
+  user runs it, stopped at `--env-steps`;
+- **plain**: `bench/plain_dqn.py` (or `bench/plain_ppo.py`), the loop a user would write
+  instead: sampling and learning one after the other, the same network, optimizer, batch
+  and thread count, no rayrl.
+
+Both are timed from the command's start to its exit (start-up, the final evaluation of 20
+episodes and the exit included). The figure is env steps per second of the whole command,
+and the ratio rayrl / plain is taken pairwise within a round (the machine drifts); rounds
+alternate which goes first. Each round uses one seed for both.
+
+    python bench/vs_plain_loop.py --algorithm dqn --env-steps 60000 --repeats 3
+    python bench/vs_plain_loop.py --algorithm ppo --env-steps 500000 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import machine, median_range
+
+BENCH = Path(__file__).resolve().parent
+
+
+def rayrl_command(algorithm: str, env_steps: int, seed: int, game: str) -> list[str]:
+    rayrl = str(Path(sys.executable).with_name("rayrl"))
+    overrides = [
+        f"env.id={game}",
+        f"run.total_env_steps={env_steps}",
+        f"run.seed={seed}",
+        "run.target_return=null",
+        "logging.console=false",
+    ]
+    return [rayrl, "train", "--config", f"minatar_{algorithm}"] + [
+        part for override in overrides for part in ("--set", override)
+    ]
+
+
+def plain_command(algorithm: str, env_steps: int, seed: int, game: str) -> list[str]:
+    script = BENCH / f"plain_{algorithm}.py"
+    return [sys.executable, str(script), "--env-steps", str(env_steps), "--seed", str(seed),
+            "--game", game]  # fmt: skip
+
+
+def run(command: list[str]) -> tuple[float, str]:
+    with tempfile.TemporaryDirectory() as cwd:
+        start = time.monotonic()
+        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+        wall = time.monotonic() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
+    return wall, done.stdout
+
+
+def rayrl_figures(wall: float, stdout: str) -> dict:
+    stopped = re.search(r"after [\d.]+ s \(([\d,]+) env steps, ([\d,]+) learner updates\)", stdout)
+    final = re.search(r"final evaluation: mean return ([-\d.]+)", stdout)
+    startup = re.search(r"start-up: ([\d.]+) s", stdout)
+    if stopped is None:
+        raise RuntimeError(f"no 'stopped:' line in rayrl's output:\n{stdout}")
+    env_steps = int(stopped.group(1).replace(",", ""))
+    return {
+        "env_steps": env_steps,
+        "updates": int(stopped.group(2).replace(",", "")),
+        "whole_s": wall,
+        "start_up_s": float(startup.group(1)) if startup else None,
+        "eval_return": float(final.group(1)) if final else None,
+        "env_steps_per_s": env_steps / wall,
+    }
+
+
+def plain_figures(wall: float, stdout: str) -> dict:
+    line = next(line for line in stdout.splitlines() if line.startswith("plain_"))
+    figures = json.loads(line.split(" ", 1)[1])
+    return {**figures, "whole_s": wall, "env_steps_per_s": figures["env_steps"] / wall}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algorithm", choices=["dqn", "ppo"], default="dqn")
+    parser.add_argument("--env-steps", type=int, default=60_000)
+    parser.add_argument("--game", default="MinAtar/Breakout-v1")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(f"{args.algorithm} on {args.game}, {args.env_steps:,} env steps; {machine()}")
+    figures: dict[str, list[dict]] = {"rayrl": [], "plain": []}
+    for round_ in range(args.repeats):
+        order = ["rayrl", "plain"] if round_ % 2 == 0 else ["plain", "rayrl"]
+        for contender in order:
+            if contender == "rayrl":
+                wall, out = run(rayrl_command(args.algorithm, args.env_steps, round_, args.game))
+                row = rayrl_figures(wall, out)
+            else:
+                wall, out = run(plain_command(args.algorithm, args.env_steps, round_, args.game))
+                row = plain_figures(wall, out)
+            figures[contender].append(row)
+            shown = {k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}
+            print(f"round {round_ + 1}, {contender}: {shown}", flush=True)
+    print("\nmedian (min-max):")
+    for contender, rows in figures.items():
+        rates = [row["env_steps_per_s"] for row in rows]
+        walls = [row["whole_s"] for row in rows]
+        returns = [row["eval_return"] for row in rows if row.get("eval_return") is not None]
+        print(
+            f"  {contender:>6}: {median_range(rates)} env steps/s (whole command), "
+            f"{median_range(walls)} s"
+            + (f", final return {median_range(returns, '{:.2f}')}" if returns else "")
+        )
+    ratios = [
+        a["env_steps_per_s"] / b["env_steps_per_s"]
+        for a, b in zip(figures["rayrl"], figures["plain"], strict=True)
+    ]
+    print(f"  rayrl / plain, env steps/s, pairwise: {median_range(ratios, '{:.2f}')}x")
+
+
+if __name__ == "__main__":
+    main()
