@@ -144,8 +144,7 @@ def train(
             run_dir.lock()
         except OSError as error:
             raise UserError(
-                f"cannot write into the run directory {run_dir.root}: "
-                f"{error.strerror or error}"
+                f"cannot write into the run directory {run_dir.root}: {error.strerror or error}"
             ) from None
         try:
             payload, counters = resume_point(run_dir, config)

@@ -143,9 +143,11 @@ class RunDirectory:
         (`env_steps` 0) keeps nothing. Each file is replaced atomically."""
         keep = {
             self.metrics_path: lambda row: row.get("env_steps", 0) < env_steps,
-            self.eval_path: lambda row: row.get("recorded_at_env_steps", -1) < env_steps
-            and row.get("env_steps", 0) <= env_steps
-            and env_steps > 0,
+            self.eval_path: lambda row: (
+                row.get("recorded_at_env_steps", -1) < env_steps
+                and row.get("env_steps", 0) <= env_steps
+                and env_steps > 0
+            ),
         }
         for path, kept_row in keep.items():
             if not path.is_file():

@@ -224,9 +224,7 @@ class StoreSupervisor:
         if not self.deaths.handle(error):
             logger.warning("the %s actor's figures failed: %s", self.kind.namespace, error)
 
-    def save(
-        self, path: Path, env_steps: int, done: Callable[[bool], None] | None = None
-    ) -> None:
+    def save(self, path: Path, env_steps: int, done: Callable[[bool], None] | None = None) -> None:
         """Write the store beside the checkpoint at `env_steps`, stamped with that count
         (only the end of a run waits for it, on `saving`; a failure is a storage error,
         reported to `on_save_failed`, a success to `on_saved`); `done(saved)` hears how
