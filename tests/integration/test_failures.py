@@ -53,6 +53,9 @@ def test_nan_rewards_stop_the_run_with_the_finite_checkpoints_kept(ray_cluster, 
             "run.checkpoint_interval_env_steps=256",
             "learner.sync_interval=5",
             "learner.max_nonfinite_steps=10",
+            # evaluations on finite rewards, so that best.pt is written: on this env, an
+            # evaluation whose two episodes outlast 150 steps returns NaN, never a best
+            "env.eval_id=CartPole-v1",
         ],
     )
     assert result.stop_reason is StopReason.NON_FINITE
