@@ -4,6 +4,6 @@ Ray jobs submitted with `--working-dir` run in a copy of that directory, so
 `python -m rayrl train` trains with the code that was uploaded, not an older installed copy.
 """
 
-from rayrl.cli import main
+from rayrl.cli import run
 
-main(prog_name="rayrl")
+run(prog_name="rayrl")

@@ -11,11 +11,12 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from rayrl.errors import UserError
+from rayrl.quick_exit import exit_code_of, exit_now
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -65,6 +66,17 @@ set_option = click.option(
 @click.version_option(package_name="rayrl")
 def main() -> None:
     """rayrl: scalable actor-learner reinforcement learning on Ray."""
+
+
+def run(prog_name: str | None = None) -> NoReturn:
+    """The console script (and `python -m rayrl`): `main`, then an exit that skips the
+    interpreter's finalization (`rayrl.quick_exit`)."""
+    try:
+        main(prog_name=prog_name)
+        code = 0
+    except SystemExit as exit_:
+        code = exit_code_of(exit_.code)
+    exit_now(code)
 
 
 @main.command()
@@ -236,4 +248,4 @@ def plot(run_dirs: tuple[str, ...], output: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(prog_name="rayrl")

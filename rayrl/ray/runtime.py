@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import ray
-
 from rayrl.config import Config
 from rayrl.envs import env_spec
 from rayrl.ray.driver import RayDriver
 from rayrl.ray.factory import ActorFactory
-from rayrl.ray.launch import check_cluster, connect
+from rayrl.ray.launch import check_cluster, connect, disconnect
 from rayrl.run_policy import TrainResult
 from rayrl.session import TrainingSession
 
@@ -36,4 +34,4 @@ def train_ray(
         return RayDriver(config, session, resume, factory).run()
     finally:
         if connected_here:
-            ray.shutdown()
+            disconnect()
