@@ -16,12 +16,17 @@ uses one seed for all, so pairwise ratios compare runs made within minutes of ea
 The peers are installed by `pip install -e ".[bench]"`, never by rayrl itself.
 
     python bench/peers.py --repeats 3
+
+With `--baseline DIR` (a checkout of an earlier commit: `git worktree add DIR REV`), each
+rayrl contender also runs from that checkout (`python -m rayrl` with DIR first on
+PYTHONPATH, Ray's workers included), in the same rounds, for before/after ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -86,7 +91,14 @@ ZOO: dict[str, tuple[int, int, dict[str, Any]]] = {
 }
 
 
+BEFORE = " (before)"
+"""Suffix of a rayrl contender run from `--baseline`'s checkout."""
+
+
 def command(contender: str, seed: int) -> list[str]:
+    if contender.endswith(BEFORE):  # the older checkout, on PYTHONPATH (see `run`)
+        options = RAYRL[contender.removesuffix(BEFORE)]
+        return [sys.executable, "-m", "rayrl", "train", *options, "--set", f"run.seed={seed}"]
     if contender in RAYRL:
         rayrl = str(Path(sys.executable).with_name("rayrl"))
         return [rayrl, "train", *RAYRL[contender], "--set", f"run.seed={seed}"]
@@ -118,14 +130,21 @@ def rayrl_target_env_steps(cwd: Path) -> int | None:
     return None
 
 
-def run(contender: str, seed: int) -> Outcome:
+def is_rayrl(contender: str) -> bool:
+    return contender.removesuffix(BEFORE) in RAYRL
+
+
+def run(contender: str, seed: int, baseline: Path | None) -> Outcome:
+    env = None
+    if contender.endswith(BEFORE) and baseline is not None:
+        env = {**os.environ, "PYTHONPATH": str(baseline)}  # ahead of the installed rayrl
     with tempfile.TemporaryDirectory() as cwd:
         start = time.monotonic()
         done = subprocess.run(
-            command(contender, seed), cwd=cwd, capture_output=True, text=True, check=False
+            command(contender, seed), cwd=cwd, env=env, capture_output=True, text=True
         )
         wall = time.monotonic() - start
-        rayrl_steps = rayrl_target_env_steps(Path(cwd)) if contender in RAYRL else None
+        rayrl_steps = rayrl_target_env_steps(Path(cwd)) if is_rayrl(contender) else None
     if done.returncode != 0:
         raise RuntimeError(f"{contender} (seed {seed}) failed:\n{done.stdout}\n{done.stderr}")
     reached = re.search(r"target return reached in ([\d.]+) s", done.stdout)
@@ -186,6 +205,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     contenders = [*RAYRL, *SB3]
     parser.add_argument("--contenders", nargs="+", default=contenders, choices=contenders)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of an earlier rayrl (git worktree add DIR REV): each rayrl contender "
+        "also runs from it, side by side, as '<contender> (before)'",
+    )
     parser.add_argument("--sb3", choices=["ppo", "dqn"], help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--whole-budget", action="store_true", help=argparse.SUPPRESS)
@@ -193,11 +218,14 @@ def main() -> None:
     if args.sb3:
         sb3_train(args.sb3, args.seed, args.whole_budget)
         return
-    outcomes: dict[str, list[Outcome]] = {name: [] for name in args.contenders}
+    chosen = list(args.contenders)
+    if args.baseline is not None:
+        chosen += [name + BEFORE for name in args.contenders if name in RAYRL]
+    outcomes: dict[str, list[Outcome]] = {name: [] for name in chosen}
     for round_ in range(args.repeats):
-        shift = round_ % len(args.contenders)
-        for contender in args.contenders[shift:] + args.contenders[:shift]:
-            outcome = run(contender, seed=round_)
+        shift = round_ % len(chosen)
+        for contender in chosen[shift:] + chosen[:shift]:
+            outcome = run(contender, round_, args.baseline)
             outcomes[contender].append(outcome)
             shown = "not reached"
             if outcome.target_s is not None:
@@ -219,12 +247,13 @@ def main() -> None:
         line += f" ({len(reached)}/{args.repeats} reached)"
         if startups := [o.startup_s for o in rows if o.startup_s is not None]:
             line += f"; start-up {summary(startups)} s"
-        if contender in RAYRL and reached:
+        if is_rayrl(contender) and reached:
             # from the evaluation that reached the target to the process' exit
             line += f"; end {summary([o.wall_s - o.target_s for o in reached])} s"
         print(line)
     pairs = [(c, p) for p in ("sb3 ppo", "sb3 ppo zoo budget") for c in RAYRL]
     pairs.append(("rayrl cartpole_ppo", "rayrl cartpole_ppo local"))
+    pairs += [(name, name + BEFORE) for name in RAYRL]
     for contender, peer in pairs:
         if contender in walls and peer in walls:
             ratios = [a / b for a, b in zip(walls[contender], walls[peer], strict=True)]
