@@ -16,10 +16,9 @@ from typing import Any, NoReturn
 import click
 
 from rayrl.errors import UserError
-from rayrl.quick_exit import exit_code_of, exit_now
+from rayrl.quick_exit import EXIT_INTERRUPTED, exit_code_of, exit_now
 
 EXIT_USER_ERROR = 2
-EXIT_INTERRUPTED = 130
 
 
 def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -71,10 +70,10 @@ def main() -> None:
 def run(prog_name: str | None = None) -> NoReturn:
     """The console script (and `python -m rayrl`): `main`, then an exit that skips the
     interpreter's finalization (`rayrl.quick_exit`)."""
+    code = 0
     try:
         main(prog_name=prog_name)
-        code = 0
-    except SystemExit as exit_:
+    except SystemExit as exit_:  # how click ends every command
         code = exit_code_of(exit_.code)
     exit_now(code)
 

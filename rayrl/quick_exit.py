@@ -4,10 +4,21 @@ With torch and Ray loaded, the interpreter's own finalization (freeing every mod
 object, running the extensions' destructors) takes about a second after the last atexit
 handler, on top of a run that has already closed its files: `rayrl train` measured 1.2 s
 from its last atexit handler to the process' exit on a 2-core machine. Nothing a finished
-command needs happens in that second, so the console script ends the way the interpreter
-would, minus that part: it waits for the threads the interpreter waits for, runs the atexit
-handlers (logging's flush, Ray's, W&B's, any a user's env module registered), flushes the
-standard streams, and exits with `os._exit`.
+command needs happens in that second, so the console script does the first two steps of
+the interpreter's exit itself, in the interpreter's order, and skips the rest:
+
+1. `threading._shutdown()`: what `Py_FinalizeEx` calls first. It stops thread pools
+   (`concurrent.futures` registers its shutdown there, not with atexit) and waits for
+   every non-daemon thread;
+2. `atexit._run_exitfuncs()`: logging's flush, Ray's and W&B's teardown, any handler a
+   user's env module registered (an error in one is printed and the next still runs);
+3. the standard streams flushed, then `os._exit(code)`.
+
+Both calls are CPython's private names for its own exit path. What `os._exit` skips:
+C-level exit handlers and the C library's stdio buffers (output that a C extension left
+unflushed in a pipe), and the garbage collection of what is left. An interrupt during
+these steps (a second Ctrl-C, a late SIGTERM) exits at once with 130, as the CLI promises
+for a second interrupt.
 
 Only the console script and `python -m rayrl` do this; `rayrl.cli.main` called from Python
 (a test's CliRunner, a notebook) returns or raises as before.
@@ -21,6 +32,9 @@ import os
 import sys
 import threading
 from typing import NoReturn
+
+EXIT_INTERRUPTED = 130
+"""The shell's status for a process ended by Ctrl-C."""
 
 
 def exit_code_of(code: object) -> int:
@@ -37,12 +51,21 @@ def exit_code_of(code: object) -> int:
 def exit_now(code: int) -> NoReturn:
     """End the process with `code` as a normal exit would, without the interpreter's
     finalization."""
-    current = threading.current_thread()
-    for thread in threading.enumerate():
-        if thread is not current and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()  # what the interpreter runs at exit (a private name, in every 3.x)
-    for stream in (sys.stdout, sys.stderr):
+    try:
+        threading._shutdown()
+        atexit._run_exitfuncs()
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    _flush_streams()
+    os._exit(code)
+
+
+def _flush_streams() -> None:
+    """stdout and stderr, and the originals when something replaced them."""
+    streams = []
+    for stream in (sys.stdout, sys.__stdout__, sys.stderr, sys.__stderr__):
+        if stream is not None and stream not in streams:
+            streams.append(stream)
+    for stream in streams:
         with contextlib.suppress(OSError, ValueError):  # closed, or a broken pipe
             stream.flush()
-    os._exit(code)

@@ -127,8 +127,8 @@ def disconnect() -> None:
         processes = node.all_processes.get("monitor", []) if node is not None else []
         for info in processes:
             info.process.kill()
-    except Exception:  # another Ray version: its own shutdown, at its own pace
-        pass
+    except Exception as error:  # another Ray version: its own shutdown, at its own pace
+        logger.debug("the autoscaler monitor is left to ray.shutdown: %r", error)
     ray.shutdown()
 
 
