@@ -108,9 +108,36 @@ class TorchLearner(ABC):
         return {**state, "updates": self.updates}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the checkpointed parts; the optimizer's settings stay the configured ones
+        (`apply_optimizer_settings`)."""
         for name, part in self.components().items():
             part.load_state_dict(state[name])
         self.updates = int(state["updates"])
+        self.apply_optimizer_settings()
+
+    def apply_optimizer_settings(self) -> None:
+        """Put the configured learning rate (and eps, RMSprop's alpha) into the optimizer
+        and its schedule. An optimizer's state dict carries the rates it was saved with, and
+        loading it would quietly undo a changed `learner.lr` on a resume (`--resume RUN --set
+        learner.lr=...`) or a population-based-training perturbation: the checkpoint's
+        moments are kept, its settings are not. A schedule (`LambdaLR`) goes on from its
+        restored step, scaled from the configured rate."""
+        settings = self.settings
+        configured = {"lr": settings.lr, "initial_lr": settings.lr, "eps": settings.optimizer_eps}
+        if isinstance(self.optimizer, torch.optim.RMSprop):
+            configured["alpha"] = settings.rmsprop_alpha
+        for group in self.optimizer.param_groups:
+            group.update({key: value for key, value in configured.items() if key in group})
+        for part in self.components().values():
+            if isinstance(part, torch.optim.lr_scheduler.LambdaLR):
+                part.base_lrs = [settings.lr for _ in part.base_lrs]
+                rates = [
+                    base * factor(part.last_epoch)
+                    for base, factor in zip(part.base_lrs, part.lr_lambdas, strict=True)
+                ]
+                for group, rate in zip(self.optimizer.param_groups, rates, strict=True):
+                    group["lr"] = rate
+                part._last_lr = rates  # what get_last_lr() reports until the next step
 
 
 def make_optimizer(parameters: Any, settings: LearnerConfig) -> torch.optim.Optimizer:

@@ -4,6 +4,7 @@ and the learner's update, targets, schedules and state."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -244,6 +245,24 @@ def test_state_round_trips_through_a_checkpoint(cartpole):
     assert restored.scheduler.get_last_lr() == learner.scheduler.get_last_lr()
     for key, value in learner.get_weights().weights.items():
         np.testing.assert_array_equal(restored.get_weights().weights[key], value)
+
+
+def test_a_restored_learner_trains_at_its_configured_rate_not_the_checkpoints(cartpole):
+    """A resume with a new `learner.lr`, or a PBT perturbation, must train at the new rate:
+    the optimizer's and the schedule's state dicts carry the old one."""
+    config, spec = cartpole
+    learner = learner_for(config, spec)
+    batch = one_state_batch(np.ones((8, 32), dtype=np.int64), np.ones(4, np.float32))
+    learner.update(batch)
+    changed = replace(config, learner=replace(config.learner, lr=4e-4))
+    restored = learner_for(changed, spec)
+    restored.load_state_dict(learner.state_dict())
+    decay = 1 - 1 / learner.total_updates
+    assert restored.scheduler.get_last_lr()[0] == pytest.approx(4e-4 * decay)
+    assert restored.update(batch).metrics["learner/lr"] == pytest.approx(4e-4 * decay)
+    assert restored.optimizer.param_groups[0]["lr"] == pytest.approx(
+        4e-4 * (1 - 2 / learner.total_updates)
+    )
 
 
 def test_gaussian_head_for_box_actions():
