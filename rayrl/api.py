@@ -24,7 +24,7 @@ from rayrl.envs import check_env, env_spec, eval_env_config
 from rayrl.errors import CheckpointError, ConfigError, UserError
 from rayrl.evaluation import Evaluator
 from rayrl.presets import load_config, saved_config, with_overrides
-from rayrl.recorders import Recorders, make_recorders
+from rayrl.recorders import Recorder, Recorders, make_recorders
 from rayrl.run_policy import TrainResult
 from rayrl.rundir import RunDirectory
 from rayrl.session import Counters, TrainingSession
@@ -99,6 +99,7 @@ def train(
     dashboard: bool = False,
     started_at: float | None = None,
     trust_env: bool = False,
+    recorders: Sequence[Recorder] = (),
 ) -> TrainResult:
     """Train until a stop condition and return how the run ended.
 
@@ -119,6 +120,8 @@ def train(
             budgets count from it (default: now).
         trust_env: let `resume` build a "module:EnvId" env named in the run's saved config
             (which imports that module, running its code); refused without it.
+        recorders: more places for the run's metrics, beside those the config asks for
+            (a sweep's trial reports its evaluations to Ray Tune through one).
 
     Nothing is written into the run directory until the pre-flight checks pass (a resume
     they refuse leaves its config and metrics as they were; a new run they refuse leaves no
@@ -153,7 +156,7 @@ def train(
             run_dir.release()
             raise
     try:
-        return _train(config, run_dir, payload, counters, started_at, address, dashboard)
+        return _train(config, run_dir, payload, counters, started_at, address, dashboard, recorders)
     except UserError:
         run_dir.remove_if_unused()  # a new run refused by a pre-flight check
         raise
@@ -204,11 +207,18 @@ def _train(
     started_at: float,
     address: str | None,
     dashboard: bool,
+    recorders: Sequence[Recorder] = (),
 ) -> TrainResult:
     """The run itself, with its recorders closed (and told the exit code) however it ends."""
     storage = Storage(config.faults.max_storage_errors)
     open_recorders = functools.partial(
-        make_recorders, config, run_dir, storage, counters.env_steps, counters.elapsed_s
+        make_recorders,
+        config,
+        run_dir,
+        storage,
+        counters.env_steps,
+        counters.elapsed_s,
+        extra=recorders,
     )
     store = ALGORITHMS[config.algorithm.name].family.store
     session = TrainingSession(

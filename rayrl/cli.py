@@ -178,6 +178,50 @@ def train(
     sys.exit(result.exit_code)
 
 
+@main.command()
+@click.argument("spec", required=False, metavar="SPEC")
+@set_option
+@click.option(
+    "--resume",
+    metavar="SWEEP_DIR",
+    default=None,
+    help="Continue an interrupted sweep: finished trials kept, the others from their checkpoints.",
+)
+@click.option(
+    "--address",
+    default=None,
+    metavar="ADDRESS",
+    help="Join a running Ray cluster: auto, host:port or ray://host:port. Default: start a "
+    "local Ray for this sweep.",
+)
+@_user_errors
+def sweep(spec: str | None, overrides: tuple[str, ...], resume: str | None, address: str | None):
+    """Run a sweep of trials on Ray Tune. SPEC: a sweep YAML file, or the name of a shipped
+    one (cartpole_ppo_sweep); --set applies to every trial's base config."""
+    from rayrl.sweep import sweep as run_sweep
+
+    result = run_sweep(spec, overrides, resume=resume, address=address)
+    click.echo("")
+    click.echo(result.table())
+    counts = ", ".join(
+        f"{result.count(status)} {status}"
+        for status in ("finished", "stopped early", "failed", "unfinished")
+        if result.count(status)
+    )
+    click.echo(f"{len(result.trials)} trials: {counts}")
+    best = result.best
+    if best is not None:
+        click.echo(f"best settings: {best.set_options()}")
+        click.echo(f"best config: {result.best_config} (rayrl train --config {result.best_config})")
+    if result.plot is not None:
+        click.echo(f"best runs' curves: {result.plot}")
+    click.echo(f"sweep directory: {result.sweep_dir}")
+    if result.interrupted:
+        click.echo(f"interrupted: continue with rayrl sweep --resume {result.sweep_dir}")
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(0 if best is not None else 1)
+
+
 @main.command("show-config")
 @config_option
 @set_option

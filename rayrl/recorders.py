@@ -14,7 +14,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -248,9 +248,12 @@ def make_recorders(
     storage: Storage,
     initial_env_steps: int = 0,
     time_offset_s: float = 0.0,
+    extra: Sequence[Recorder] = (),
 ) -> Recorders:
-    """The recorders the config asks for; JSONL always (written through `storage`)."""
+    """The recorders the config asks for, JSONL always (written through `storage`), and
+    `extra` ones (a sweep's trial reports to Ray Tune through one)."""
     recorders: list[Recorder] = [JsonlRecorder(run_dir.metrics_path, storage, time_offset_s)]
+    recorders.extend(extra)
     if config.logging.console:
         recorders.append(ConsoleRecorder(config.run.total_env_steps, initial_env_steps))
     if config.logging.tensorboard:

@@ -35,6 +35,7 @@ from rayrl.evaluation import Evaluator
 from rayrl.ray.experience_service import ExperienceService
 from rayrl.ray.launch import LEARNER_CPUS
 from rayrl.ray.learner_service import LearnerService, LearnerStart
+from rayrl.ray.placement import Placement
 from rayrl.ray.restarts import constructor_error, one_line
 from rayrl.worker import RolloutWorker
 
@@ -48,6 +49,7 @@ class ActorFactory:
         self.prefix = name_prefix
         self.learner_gpus = learner_gpus
         self.family = ALGORITHMS[config.algorithm.name].family
+        self.placement = Placement(config)
 
     def _name(self, role: str, incarnation: int) -> str:
         return f"{self.prefix}/{role}" + (f".{incarnation}" if incarnation else "")
@@ -60,7 +62,7 @@ class ActorFactory:
             .options(
                 name=self._name(f"worker-{index}", incarnation),
                 num_cpus=config.workers.cpus_per_worker,
-                scheduling_strategy="SPREAD",
+                **self.placement.worker(index),
             )
             .remote(
                 config.env, config.workers, config.algorithm, config.run.seed, index, incarnation
@@ -85,8 +87,10 @@ class ActorFactory:
                 max_concurrency=workers.num_workers * workers.max_chunks_in_flight
                 + learner.num_learners * learner.prefetch_requests
                 + 8,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(
-                    here, soft=not self.family.persists(self.config.algorithm)
+                **self.placement.store(
+                    NodeAffinitySchedulingStrategy(
+                        here, soft=not self.family.persists(self.config.algorithm)
+                    )
                 ),
             )
             .remote(self.family, self.family.store_settings(self.config, self.spec), restore)
@@ -103,6 +107,7 @@ class ActorFactory:
                 name=self._name(f"learner-{rank}" if rank else "learner", incarnation),
                 num_cpus=LEARNER_CPUS,
                 num_gpus=self.learner_gpus,
+                **self.placement.learner(rank),
             )
             .remote(config.algorithm, self.spec, config.learner, config.run, store, start)
             for rank in range(count)
@@ -131,7 +136,9 @@ class ActorFactory:
         config = self.config
         return (
             ray.remote(Evaluator)
-            .options(name=self._name("evaluator", incarnation), num_cpus=0)
+            .options(
+                name=self._name("evaluator", incarnation), num_cpus=0, **self.placement.evaluator()
+            )
             .remote(config.env, config.algorithm, config.run.eval_episodes, config.run.seed)
         )
 

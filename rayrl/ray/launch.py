@@ -65,9 +65,11 @@ def requested_cpus(config: Config) -> float:
     return workers.num_workers * workers.cpus_per_worker + learners * LEARNER_CPUS
 
 
-def connect(config: Config, address: str | None, dashboard: bool = False) -> bool:
+def connect(
+    config: Config, address: str | None, dashboard: bool = False, cpus: float | None = None
+) -> bool:
     """Join the Ray at `address` (or $RAY_ADDRESS), or start a local one sized to this
-    machine.
+    machine, or to `cpus` (default: the run's actors') where that is more.
 
     Returns True when this call connected (so the caller disconnects, and a local Ray it
     started is shut down with it); False when Ray was already initialized in this process
@@ -82,7 +84,7 @@ def connect(config: Config, address: str | None, dashboard: bool = False) -> boo
         logger.info("joining the Ray cluster at RAY_ADDRESS=%s", address)
     if address is None:
         cpus = os.cpu_count() or 1
-        needed = math.ceil(requested_cpus(config))
+        needed = math.ceil(requested_cpus(config) if cpus is None else cpus)
         if needed > cpus:
             logger.info(
                 "the run asks for %d CPUs and this machine has %d: starting a local Ray with "
@@ -270,15 +272,15 @@ def learner_demand(num_gpus: float, learners: int) -> tuple[Resources, Resources
     return {"CPU": LEARNER_CPUS, "GPU": num_gpus}, {"GPU": num_gpus * learners}
 
 
-def learner_gpus(config: Config, capacity: Capacity) -> float:
+def learner_gpus(config: Config, capacity: Capacity, say: bool = True) -> float:
     """`learner.num_gpus`; when null, one GPU per learner if the cluster has them now, else
-    none, which is said (a learner on a CPU is the slow part of a run)."""
+    none, which is said unless not `say` (a learner on a CPU is the slow part of a run)."""
     if config.learner.num_gpus is not None:
         return config.learner.num_gpus
     learners = config.learner.num_learners
     if capacity.fits_now(*learner_demand(1.0, learners)):
         return 1.0
-    if config.learner.device != "cpu":
+    if config.learner.device != "cpu" and say:
         hint = ""
         if capacity.node_types and capacity.fits_later(*learner_demand(1.0, learners)):
             hint = " (set learner.num_gpus=1 to wait for the autoscaler to start a GPU node)"
