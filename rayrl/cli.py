@@ -198,7 +198,7 @@ def train(
 def sweep(spec: str | None, overrides: tuple[str, ...], resume: str | None, address: str | None):
     """Run a sweep of trials on Ray Tune. SPEC: a sweep YAML file, or the name of a shipped
     one (cartpole_ppo_sweep); --set applies to every trial's base config."""
-    from rayrl.sweep import sweep as run_sweep
+    from rayrl.sweeps import sweep as run_sweep
 
     result = run_sweep(spec, overrides, resume=resume, address=address)
     click.echo("")

@@ -83,19 +83,19 @@ def connect(
         address = os.environ["RAY_ADDRESS"]
         logger.info("joining the Ray cluster at RAY_ADDRESS=%s", address)
     if address is None:
-        cpus = os.cpu_count() or 1
+        cores = os.cpu_count() or 1
         needed = math.ceil(requested_cpus(config) if cpus is None else cpus)
-        if needed > cpus:
+        if needed > cores:
             logger.info(
                 "the run asks for %d CPUs and this machine has %d: starting a local Ray with "
                 "%d logical CPUs (workers share cores)",
                 needed,
-                cpus,
+                cores,
                 needed,
             )
         _init_keeping_sigterm_handler(
             address="local",  # a new Ray even when another one runs on this machine
-            num_cpus=max(cpus, needed),
+            num_cpus=max(cores, needed),
             include_dashboard=dashboard,
             logging_level=logging.WARNING,
         )

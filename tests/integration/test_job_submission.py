@@ -23,8 +23,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from rayrl.files import read_jsonl
+from rayrl.presets import load_config
 from tests.processes import wait_gone
 from tests.run_files import env_steps_logged
 
@@ -213,3 +215,55 @@ def test_ray_job_stop_with_its_defaults_ends_the_run_with_a_final_checkpoint(ray
     with np.load(checkpoints / "replay.npz") as replay:
         assert int(replay["metadata_env_steps"]) == final["env_steps"]
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_a_sweep_submitted_as_a_job_stops_the_worse_trial_with_asha(ray_head, tmp_path):
+    """`ray job submit -- python -m rayrl sweep`, as cluster/README.md shows it: two trials
+    one after the other, the first learning (the preset's rate), the second not (a rate a
+    thousand times smaller). ASHA records the first at each rung and stops the second at the
+    first rung, where it is worse; the table ranks the first, whose settings are best."""
+    spec = tmp_path / "asha_sweep.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "asha",
+                "sweeps_dir": str(tmp_path / "sweeps"),
+                "base": "cartpole_ppo",
+                "set": [
+                    "run.runtime=local",
+                    "run.total_env_steps=30000",
+                    "run.eval_episodes=5",
+                    "run.eval_interval_env_steps=2048",
+                ],
+                "space": {"learner.lr": {"grid": [0.001, 0.000001]}},
+                "max_concurrent": 1,
+                "scheduler": {"name": "asha", "grace_env_steps": 12288, "reduction_factor": 2},
+            }
+        )
+    )
+    job_id = f"rayrl-sweep-{uuid.uuid4().hex[:8]}"
+    run(
+        [
+            "ray", "job", "submit",
+            "--working-dir", ".",
+            "--runtime-env", "cluster/runtime_env.yaml",
+            "--submission-id", job_id,
+            "--no-wait",
+            "--",
+            "python", "-m", "rayrl", "sweep", str(spec),
+        ],
+        ray_head,
+    )  # fmt: skip
+    status = wait_for_job(job_id, ray_head, timeout_s=300)
+    logs = run(["ray", "job", "logs", job_id], ray_head)
+    assert status == "SUCCEEDED", logs
+    assert "2 trials: 1 finished, 1 stopped early" in logs
+    assert "best settings: --set learner.lr=0.001" in logs
+    root = tmp_path / "sweeps" / "asha"
+    learned, stopped = sorted((root / "runs").iterdir())
+    assert 12288 <= env_steps_logged(stopped) < 30000
+    assert not (stopped / "ended.json").exists()
+    assert (learned / "ended.json").is_file()
+    assert load_config(root / "best.yaml").learner.lr == 0.001
+    assert (root / "best.png").is_file()
+    assert "rank" in (root / "results.txt").read_text()

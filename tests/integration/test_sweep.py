@@ -19,8 +19,8 @@ import yaml
 
 from rayrl.errors import UserError
 from rayrl.files import read_jsonl
-from rayrl.sweep import sweep
-from rayrl.sweep.trial import ADOPTED_FILE
+from rayrl.sweeps import sweep
+from rayrl.sweeps.trial import ADOPTED_FILE
 from tests.integration.test_cli_ray import ray_tmp, wait_for  # noqa: F401 -- a fixture
 from tests.processes import wait_gone
 from tests.run_files import assert_in_env_step_order, env_steps_logged
@@ -192,7 +192,7 @@ def test_a_failed_trial_is_one_line_and_an_interrupted_sweep_resumes(tmp_path, r
     assert failure.endswith("the sweep goes on")
     assert wait_gone(ray_tmp, timeout_s=150) == []
 
-    proc = start_sweep(tmp_path, ray_tmp, "--resume", str(root))
+    proc = start_sweep(tmp_path, ray_tmp, "--resume", "sweeps/resumable")  # as typed
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, output
     assert "2 trials: 1 finished, 1 failed" in output

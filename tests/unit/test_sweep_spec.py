@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from rayrl.errors import ConfigError
-from rayrl.sweep.results import TrialOutcome, rank, settings_table
-from rayrl.sweep.spec import load_sweep, override, shipped_specs
+from rayrl.sweeps import sweep
+from rayrl.sweeps.results import TrialOutcome, rank, settings_table
+from rayrl.sweeps.spec import load_sweep, override, shipped_specs
 
 BASE = {"base": "cartpole_ppo", "set": ["run.runtime=local"]}
 
@@ -108,10 +109,22 @@ def test_settings_rank_by_their_mean_over_seeds_then_by_fewer_env_steps():
     assert ranked[0].std == 50.0
     assert ranked[2].values == [20.0]  # the failed seed does not count
     assert ranked[0].set_options() == "--set learner.lr=0.003"
-    assert rank(trials, "min")[0].settings["learner.lr"] == 1e-4
+    # a setting stopped early never wins on its early evaluation, whichever the mode
+    assert [group.settings["learner.lr"] for group in rank(trials, "min")][2] == 1e-4
     table = settings_table(ranked, "eval/return_mean").splitlines()
     assert table[0].split()[:3] == ["rank", "learner.lr", "seeds"]
     assert "failed, stopped early" in table[4]
+
+
+def test_a_settings_mean_is_of_its_seeds_that_ran_to_their_end():
+    trials = [
+        outcome(0, 1e-3, 0, 480.0, 30_000, "finished"),
+        outcome(1, 1e-3, 1, 90.0, 8_000, "stopped early"),
+        outcome(2, 3e-3, 0, 300.0, 30_000, "finished"),
+    ]
+    ranked = rank(trials, "max")
+    assert ranked[0].values == [480.0]
+    assert settings_table(ranked, "m").splitlines()[2].split()[2] == "1/2"
 
 
 def test_settings_become_set_options_that_read_back_as_themselves():
@@ -120,3 +133,15 @@ def test_settings_become_set_options_that_read_back_as_themselves():
     assert override("run.name", "a: b") == 'run.name="a: b"'
     assert override("learner.lr", 1e-05) == "learner.lr=1e-05"
     assert override("algorithm.hidden_sizes", [64, 64]) == "algorithm.hidden_sizes=[64, 64]"
+
+
+def test_pbt_is_refused_a_key_that_changes_what_a_trial_reserves(tmp_path: Path):
+    spec = {
+        **BASE,
+        "sweeps_dir": str(tmp_path),
+        "space": {"workers.num_workers": {"choice": [1, 2]}},
+        "scheduler": {"name": "pbt"},
+    }
+    with pytest.raises(ConfigError, match=r"space\.workers\.num_workers: it changes what a trial"):
+        sweep({**spec, "set": ["run.runtime=ray"]})
+    assert not list(tmp_path.iterdir())  # refused before the sweep's directory

@@ -2,9 +2,11 @@
 averaged over their seeds, the best settings as `--set` options and as a config file, and a
 plot of the best settings' runs.
 
-A trial is ranked by its last evaluation (a trial that ASHA stopped early ranks by where it
-was stopped); settings with equal means rank the one that used fewer env steps first (runs
-that reach `run.target_return` end early).
+A setting is ranked by its trials' last evaluations, averaged over the seeds that ran to
+their end; a setting none of whose trials did (ASHA stopped them, or they failed) ranks after
+every setting with one, by the evaluations it reported. Settings with equal means rank the
+one that used fewer env steps first (runs that reach `run.target_return` end early). The
+`seeds` column says how many trials the mean is of.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from rayrl.config import config_to_yaml
 from rayrl.errors import UserError
 from rayrl.plot import plot_runs
-from rayrl.sweep.spec import Sweep, override
+from rayrl.sweeps.spec import Sweep, override
 
 BEST_SETTINGS_SHOWN = 3
 """How many of the best settings' runs the plot draws."""
@@ -49,7 +51,17 @@ class SettingOutcome:
 
     @property
     def values(self) -> list[float]:
-        return [t.value for t in self.trials if t.value is not None and math.isfinite(t.value)]
+        """The metric of the trials that ran to their end, else of those that reported one
+        (a trial stopped early reports an earlier evaluation, not comparable)."""
+        finished = [_finite(t.value) for t in self.trials if t.status == "finished"]
+        if any(v is not None for v in finished):
+            return [v for v in finished if v is not None]
+        return [v for t in self.trials if (v := _finite(t.value)) is not None]
+
+    @property
+    def finished(self) -> bool:
+        """Whether a trial of this setting ran to its end (and so counts first)."""
+        return any(t.status == "finished" and _finite(t.value) is not None for t in self.trials)
 
     @property
     def mean(self) -> float | None:
@@ -77,11 +89,20 @@ def rank(trials: Sequence[TrialOutcome], mode: str) -> list[SettingOutcome]:
         groups.setdefault(key, SettingOutcome(settings)).trials.append(trial)
     sign = -1.0 if mode == "max" else 1.0
 
-    def order(group: SettingOutcome) -> tuple[bool, float, float]:
+    def order(group: SettingOutcome) -> tuple[bool, bool, float, float]:
         mean = group.mean
-        return (mean is None, sign * mean if mean is not None else 0.0, group.env_steps)
+        return (
+            mean is None,
+            not group.finished,
+            sign * mean if mean is not None else 0.0,
+            group.env_steps,
+        )
 
     return sorted(groups.values(), key=order)
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
 def error_line(error: BaseException | str | None) -> str:

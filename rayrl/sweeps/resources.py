@@ -2,9 +2,11 @@
 starts, that the cluster can ever hold the largest trial of the space: a trial that cannot
 fit is refused with what it needs, never left PENDING.
 
-A local-runtime trial is one process: one CPU (and a GPU when its learner asks for CUDA). A
-Ray-runtime trial's driver takes no resources of its own (Tune's empty head bundle) and its
-actors take the bundles of `rayrl.ray.placement.run_bundles`.
+A local-runtime trial is one process: one CPU, the memory of its store, and a GPU when the
+Ray runtime's learner would get one (`learner.num_gpus`, or one when the cluster has GPUs
+and `learner.device` is not "cpu"). A Ray-runtime trial's driver takes no resources of its
+own (Tune's empty head bundle) and its actors take the bundles of
+`rayrl.ray.placement.run_bundles`.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ import ray
 from rayrl.algorithms import ALGORITHMS
 from rayrl.config import Config, config_to_dict
 from rayrl.envs import env_spec
-from rayrl.errors import UserError
+from rayrl.errors import ConfigError, UserError
 from rayrl.ray.launch import Capacity, Resources, autoscaler_node_types, holds, learner_gpus
 from rayrl.ray.placement import run_bundles
-from rayrl.sweep.spec import Sweep
+from rayrl.sweeps.spec import Sweep
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +45,11 @@ def cluster_capacity() -> Capacity:
 
 def trial_bundles(config: Config, capacity: Capacity) -> list[Resources]:
     """The bundles of a trial of this config; the first is the trial's own process."""
-    if config.run.runtime == "local":
-        gpus = 1.0 if config.learner.device.startswith("cuda") else 0.0
-        return [{"CPU": 1.0, "GPU": gpus} if gpus else {"CPU": 1.0}]
     gpus = learner_gpus(config, capacity, say=False)  # each trial's run says it once
+    if config.run.runtime == "local":  # one process: the learner's GPU, the store's memory
+        gpus = 0.0 if config.learner.device == "cpu" else gpus
+        bundle = {"CPU": 1.0, "GPU": gpus, "memory": store_memory(config)}
+        return [{key: amount for key, amount in bundle.items() if amount > 0}]
     return [{}, *run_bundles(config, store_memory(config), gpus)]
 
 
@@ -129,14 +132,33 @@ def _lookup(data: Mapping[str, Any], key: str) -> Any:
     return node
 
 
-def candidates(sweep: Sweep) -> list[Config]:
-    """The base config, and each combination of the space's values (every choice, both ends
-    of each range) that changes what a trial reserves: the trials the cluster must hold."""
+def check_pbt_keeps_resources(sweep: Sweep) -> None:
+    """Refuse a PBT space with a key that changes what a trial reserves: a trial's placement
+    group is made once, and a perturbed worker count would ask for bundles it does not have."""
+    if sweep.spec.scheduler.name != "pbt":
+        return
+    for key in resource_keys(sweep):
+        raise ConfigError(
+            f"space.{key}: it changes what a trial reserves, which PBT cannot perturb (a "
+            "trial's placement group is made once); vary it with another scheduler, or set "
+            "it in `set`"
+        )
+
+
+def resource_keys(sweep: Sweep) -> list[str]:
+    """The space's keys whose values change what a trial reserves."""
     base = trial_bundles(sweep.base, UNPLACED)
-    changing = [
-        [(d.key, v) for v in d.values]
+    return [
+        d.key
         for d in sweep.domains
         if any(trial_bundles(sweep.config_with({d.key: v}), UNPLACED) != base for v in d.values)
     ]
+
+
+def candidates(sweep: Sweep) -> list[Config]:
+    """The base config, and each combination of the space's values (every choice, both ends
+    of each range) that changes what a trial reserves: the trials the cluster must hold."""
+    changing_keys = resource_keys(sweep)
+    changing = [[(d.key, v) for v in d.values] for d in sweep.domains if d.key in changing_keys]
     combos = itertools.islice(itertools.product(*changing), MAX_CHECKED_TRIALS)
     return [sweep.base, *(sweep.config_with(dict(combo)) for combo in combos if combo)]

@@ -71,7 +71,8 @@ class SchedulerSpec:
     better trials' checkpoints into the worse ones and perturbs their settings."""
     grace_env_steps: int | None = bounded(None, ge=1)
     """ASHA: env steps before a trial can be stopped (the first rung); None: a ninth of
-    run.total_env_steps (two rungs before the end with the default reduction factor)."""
+    run.total_env_steps (with the default reduction factor, a second rung at a third; no
+    rung is within two evaluations of the end)."""
     reduction_factor: float = bounded(3.0, gt=1.0)
     """ASHA: a rung keeps 1 in this many trials; the next rung is this many times later."""
     perturbation_interval_env_steps: int | None = bounded(None, ge=1)
@@ -213,6 +214,10 @@ class Sweep:
     def eval_interval(self) -> int:
         return self.base.run.eval_interval_env_steps
 
+    def last_rung_env_steps(self) -> int:
+        """ASHA's last rung: two evaluations before the budget (see `make_scheduler`)."""
+        return self.base.run.total_env_steps - 2 * self.eval_interval
+
     def grace_env_steps(self) -> int:
         scheduler = self.spec.scheduler
         if scheduler.grace_env_steps is not None:
@@ -226,7 +231,7 @@ class Sweep:
 
 
 def shipped_specs() -> dict[str, Path]:
-    """The example specs shipped in `rayrl/sweep/specs`, by name."""
+    """The example specs shipped in `rayrl/sweeps/specs`, by name."""
     folder = Path(__file__).parent / "specs"
     return {path.stem: path for path in sorted(folder.glob("*.yaml"))}
 
@@ -309,11 +314,11 @@ def check_sweep(spec: SweepSpec, overrides: Sequence[str] = ()) -> Sweep:
 
 def check_scheduler(sweep: Sweep) -> None:
     scheduler, run = sweep.spec.scheduler, sweep.base.run
-    if scheduler.name == "asha" and sweep.grace_env_steps() >= run.total_env_steps:
+    if scheduler.name == "asha" and sweep.grace_env_steps() >= sweep.last_rung_env_steps():
         raise ConfigError(
             f"scheduler.grace_env_steps={sweep.grace_env_steps()} is not below "
-            f"run.total_env_steps={run.total_env_steps}: ASHA could never stop a trial; "
-            "lower it"
+            f"run.total_env_steps={run.total_env_steps} less two evaluation intervals: ASHA "
+            "could never stop a trial before its final evaluations; lower it"
         )
     if scheduler.name != "pbt":
         return

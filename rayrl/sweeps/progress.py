@@ -13,7 +13,7 @@ from typing import Any
 
 from ray import tune
 
-from rayrl.sweep.results import error_line, format_table, format_value
+from rayrl.sweeps.results import error_line, format_table, format_value
 
 UNFINISHED = ("PENDING", "RUNNING", "PAUSED")
 """Tune's statuses of a trial that has not ended."""

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import ray
 from ray import tune
 
 from rayrl.api import train
@@ -32,7 +33,7 @@ from rayrl.errors import RunFailedError
 from rayrl.files import append_line, atomic_path
 from rayrl.presets import with_overrides
 from rayrl.rundir import RunDirectory
-from rayrl.sweep.spec import Sweep, override
+from rayrl.sweeps.spec import Sweep, override
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +104,11 @@ def run_trial(settings: dict[str, Any], sweep: Sweep, runs_dir: str) -> None:
         override("run.name", trial_id),
         "logging.console=false",
     ]
+    group = ray.util.get_current_placement_group()
+    if group is not None and sweep.config_with(settings).run.runtime == "ray":
+        # the learners' GPUs as the trial's bundles hold them (decided once, when the sweep
+        # started: a GPU node that joins later must not make a learner ask for more)
+        overrides.append(override("learner.num_gpus", group.bundle_specs[0].get("GPU", 0.0)))
     wandb = sweep.base.logging.wandb
     if wandb.enabled and wandb.group is None:
         overrides.append(override("logging.wandb.group", Path(runs_dir).parent.name))
@@ -138,6 +144,8 @@ def adopt(folder: Path, config: Config, trial_id: str) -> None:
     here.latest_checkpoint.parent.mkdir(parents=True, exist_ok=True)
     partial = here.latest_checkpoint.with_suffix(".adopting")
     shutil.copyfile(folder / CHECKPOINT_FILE, partial)
+    if origin != trial_id:  # its replay is this trial's own experience, whatever its stamp
+        here.replay_path.unlink(missing_ok=True)
     os.replace(partial, here.latest_checkpoint)
     copied = load_checkpoint(here.latest_checkpoint, algorithm=config.algorithm.name)
     env_steps = int(copied["counters"]["env_steps"])

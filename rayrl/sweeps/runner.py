@@ -30,11 +30,17 @@ import yaml
 from rayrl.errors import UserError
 from rayrl.ray.launch import connect, disconnect
 from rayrl.strict import to_plain
-from rayrl.sweep.progress import LiveTable
-from rayrl.sweep.resources import check_fit, cluster_capacity, largest_trial_cpus, trial_bundles
-from rayrl.sweep.results import SweepResult, TrialOutcome, error_line, rank, write_outputs
-from rayrl.sweep.spec import Sweep, load_sweep
-from rayrl.sweep.trial import ENDED_FILE, run_trial
+from rayrl.sweeps.progress import LiveTable
+from rayrl.sweeps.resources import (
+    check_fit,
+    check_pbt_keeps_resources,
+    cluster_capacity,
+    largest_trial_cpus,
+    trial_bundles,
+)
+from rayrl.sweeps.results import SweepResult, TrialOutcome, error_line, rank, write_outputs
+from rayrl.sweeps.spec import Sweep, load_sweep
+from rayrl.sweeps.trial import ENDED_FILE, run_trial
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +65,7 @@ def sweep(
     if resume is not None:
         if spec is not None or overrides:
             raise UserError("--resume continues a sweep with its saved spec; drop SPEC and --set")
-        root = Path(resume)
+        root = Path(resume).resolve()  # trials run in working directories of their own
         if not (root / SPEC_FILE).is_file() or not (root / TUNE_DIR).is_dir():
             raise UserError(f"'{root}' is not a rayrl sweep directory (no {SPEC_FILE} and tune/)")
         checked = load_sweep(root / SPEC_FILE)
@@ -67,6 +73,7 @@ def sweep(
         if spec is None:
             raise UserError("a sweep needs a spec: rayrl sweep SPEC.yaml")
         checked = load_sweep(spec, overrides)
+        check_pbt_keeps_resources(checked)
         root = new_directory(checked)
     try:
         return _run(checked, root, resume is not None, address, table_interval_s)
@@ -135,6 +142,8 @@ class Interrupts:
 
     def _on_signal(self, signum: int, frame: object) -> None:
         if self.requested:
+            raise KeyboardInterrupt
+        if not callable(signal.getsignal(signal.SIGUSR1)):  # Tune is not running yet
             raise KeyboardInterrupt
         self.requested = True
         logger.warning(
@@ -245,15 +254,23 @@ def make_scheduler(checked: Sweep) -> Any:
     if scheduler.name == "asha":
         return ASHAScheduler(
             time_attr="env_steps",
-            max_t=checked.base.run.total_env_steps,
+            # rungs end two evaluations before the budget, so that no rung falls on a run's
+            # final evaluation (a stop there would cut its final checkpoint), and a trial
+            # that gets past them ends itself
+            max_t=checked.last_rung_env_steps(),
             grace_period=checked.grace_env_steps(),
             reduction_factor=scheduler.reduction_factor,
+            stop_last_trials=False,
         )
     if scheduler.name == "pbt":
         return PopulationBasedTraining(
             time_attr="env_steps",
             perturbation_interval=checked.perturbation_interval(),
-            hyperparam_mutations={d.key: d.tune() for d in checked.domains},
+            # a choice as a list: PBT moves it to a neighbouring value (a Tune domain would
+            # be scaled like a number); ranges are scaled, then kept within them
+            hyperparam_mutations={
+                d.key: list(d.values) if d.kind == "choice" else d.tune() for d in checked.domains
+            },
             quantile_fraction=scheduler.quantile_fraction,
             resample_probability=scheduler.resample_probability,
             custom_explore_fn=checked.within_ranges,
