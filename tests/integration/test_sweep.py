@@ -24,6 +24,7 @@ from rayrl.sweeps.trial import ADOPTED_FILE
 from tests.integration.test_cli_ray import ray_tmp, wait_for  # noqa: F401 -- a fixture
 from tests.processes import wait_gone
 from tests.run_files import assert_in_env_step_order, env_steps_logged
+from tests.wandb_offline import read_offline_run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,7 +84,8 @@ def test_pbt_trains_the_perturbed_value_after_the_restore(ray_cluster, tmp_path)
 def test_a_ray_runtime_trial_runs_its_actors_in_its_placement_group(ray_cluster, tmp_path):
     """The trial reserves a learner bundle (CPU, the GPU node's GPU) and three worker CPUs,
     4 of the test cluster's 5 CPUs: an actor placed outside its group would wait forever
-    for CPUs the group holds, and the run would fail its start timeout."""
+    for the GPU and CPUs the group holds, and the run would fail its start timeout. With
+    W&B on, the trial's run is in the sweep's W&B group."""
     result = sweep(
         {
             "name": "ray-trial",
@@ -96,13 +98,18 @@ def test_a_ray_runtime_trial_runs_its_actors_in_its_placement_group(ray_cluster,
                 "workers.num_workers=3",
                 "workers.envs_per_worker=4",
                 "faults.start_timeout_s=60",
+                "logging.wandb.enabled=true",  # offline in tests
             ],
-            "space": {"algorithm.entropy_coef": {"choice": [0.0]}},
+            "space": {"algorithm.entropy_coef": {"choice": [0.003]}},
         }
     )
     (trial,) = result.trials
     assert trial.status == "finished", trial.error
     assert env_steps_logged(trial.run_dir) >= 4096
+    # the sweep's trials share one W&B group, each with its settings in its config
+    run = read_offline_run(trial.run_dir)
+    assert run["group"] == "ray-trial"
+    assert run["config"]["algorithm"]["entropy_coef"] == pytest.approx(0.003)
 
 
 def test_a_trial_the_cluster_can_never_hold_is_refused_before_any_starts(ray_cluster, tmp_path):
