@@ -51,6 +51,13 @@ config_option = click.option(
     metavar="NAME_OR_PATH",
     help="A preset name (see `rayrl presets`) or a YAML file. Default: cartpole_dqn.",
 )
+address_option = click.option(
+    "--address",
+    default=None,
+    metavar="ADDRESS",
+    help="Join a running Ray cluster: auto, host:port or ray://host:port (or RAY_ADDRESS). "
+    "Default: start a local Ray, and stop it at the end.",
+)
 set_option = click.option(
     "--set",
     "-s",
@@ -99,13 +106,7 @@ def run(prog_name: str | None = None) -> NoReturn:
     default=None,
     help="Shortcut for --set run.runtime=...: Ray actors (default) or one process.",
 )
-@click.option(
-    "--address",
-    default=None,
-    metavar="ADDRESS",
-    help="Join a running Ray cluster: auto, host:port or ray://host:port. Default: start a "
-    "local Ray for this run.",
-)
+@address_option
 @click.option(
     "--dashboard", is_flag=True, help="Start the Ray dashboard with the local Ray (off: faster)."
 )
@@ -187,13 +188,7 @@ def train(
     default=None,
     help="Continue an interrupted sweep: finished trials kept, the others from their checkpoints.",
 )
-@click.option(
-    "--address",
-    default=None,
-    metavar="ADDRESS",
-    help="Join a running Ray cluster: auto, host:port or ray://host:port. Default: start a "
-    "local Ray for this sweep.",
-)
+@address_option
 @_user_errors
 def sweep(spec: str | None, overrides: tuple[str, ...], resume: str | None, address: str | None):
     """Run a sweep of trials on Ray Tune. SPEC: a sweep YAML file, or the name of a shipped

@@ -40,9 +40,14 @@ UNTIL_STOPPED = ("--set", "run.target_return=null", "--set", "logging.console=fa
 
 
 def start_train(cwd: Path, ray_tmp: Path, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONUNBUFFERED": "1"}
+    return start_rayrl(cwd, ray_tmp, "train", *args)
+
+
+def start_rayrl(cwd: Path, ray_tmp: Path, *args: str, **env_vars: str) -> subprocess.Popen:
+    """`rayrl ARGS` in a process of its own, its local Ray's processes named by `ray_tmp`."""
+    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONUNBUFFERED": "1", **env_vars}
     return subprocess.Popen(
-        [sys.executable, "-m", "rayrl.cli", "train", *args],
+        [sys.executable, "-m", "rayrl.cli", *args],
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,

@@ -131,13 +131,9 @@ def wait_for_job(job_id: str, env: dict[str, str], timeout_s: float) -> str:
     raise AssertionError(f"job {job_id} did not finish in {timeout_s} s:\n{status}\n{logs}")
 
 
-def submit_training(job_id: str, env: dict[str, str], *settings: str) -> None:
-    """`ray job submit --no-wait` of `rayrl train` with the repository's runtime env, quiet,
-    with no target return and a short warm-up, plus `settings` (`--set` values)."""
-    sets = ["logging.console=false", "run.target_return=null", "algorithm.replay.min_size=256"]
-    command = ["python", "-m", "rayrl", "train"]
-    for setting in [*sets, *settings]:
-        command += ["--set", setting]
+def submit(job_id: str, env: dict[str, str], *command: str) -> None:
+    """`ray job submit --no-wait` of `python -m rayrl COMMAND` with the repository's working
+    dir and runtime env, as cluster/README.md writes it."""
     run(
         [
             "ray", "job", "submit",
@@ -146,10 +142,17 @@ def submit_training(job_id: str, env: dict[str, str], *settings: str) -> None:
             "--submission-id", job_id,
             "--no-wait",
             "--",
-            *command,
+            "python", "-m", "rayrl", *command,
         ],
         env,
     )  # fmt: skip
+
+
+def submit_training(job_id: str, env: dict[str, str], *settings: str) -> None:
+    """`rayrl train` as a job, quiet, with no target return and a short warm-up, plus
+    `settings` (`--set` values)."""
+    sets = ["logging.console=false", "run.target_return=null", "algorithm.replay.min_size=256"]
+    submit(job_id, env, "train", *(part for s in [*sets, *settings] for part in ("--set", s)))
 
 
 def test_submitted_training_job_runs_to_its_final_evaluation(ray_head, tmp_path):
@@ -242,18 +245,7 @@ def test_a_sweep_submitted_as_a_job_stops_the_worse_trial_with_asha(ray_head, tm
         )
     )
     job_id = f"rayrl-sweep-{uuid.uuid4().hex[:8]}"
-    run(
-        [
-            "ray", "job", "submit",
-            "--working-dir", ".",
-            "--runtime-env", "cluster/runtime_env.yaml",
-            "--submission-id", job_id,
-            "--no-wait",
-            "--",
-            "python", "-m", "rayrl", "sweep", str(spec),
-        ],
-        ray_head,
-    )  # fmt: skip
+    submit(job_id, ray_head, "sweep", str(spec))
     status = wait_for_job(job_id, ray_head, timeout_s=300)
     logs = run(["ray", "job", "logs", job_id], ray_head)
     assert status == "SUCCEEDED", logs

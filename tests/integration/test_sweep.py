@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,11 @@ from rayrl.errors import UserError
 from rayrl.files import read_jsonl
 from rayrl.sweeps import sweep
 from rayrl.sweeps.trial import ADOPTED_FILE
-from tests.integration.test_cli_ray import ray_tmp, wait_for  # noqa: F401 -- a fixture
+from tests.integration.test_cli_ray import (  # noqa: F401 -- ray_tmp: a fixture
+    ray_tmp,
+    start_rayrl,
+    wait_for,
+)
 from tests.processes import wait_gone
 from tests.run_files import assert_in_env_step_order, env_steps_logged
 from tests.wandb_offline import read_offline_run
@@ -129,21 +132,8 @@ def test_a_trial_the_cluster_can_never_hold_is_refused_before_any_starts(ray_clu
 
 
 def start_sweep(cwd: Path, temp_dir: Path, *args: str) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "RAY_TMPDIR": str(temp_dir),
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": str(REPO),  # the trials' processes import tests.fake_envs
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "rayrl", "sweep", *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    # the trials' processes import tests.fake_envs
+    return start_rayrl(cwd, temp_dir, "sweep", *args, PYTHONPATH=str(REPO))
 
 
 def test_a_failed_trial_is_one_line_and_an_interrupted_sweep_resumes(tmp_path, ray_tmp):  # noqa: F811
