@@ -37,10 +37,10 @@ def dockerfile_args() -> dict[str, str]:
 
 def ray_requirement() -> SpecifierSet:
     for requirement in PACKAGE.get_all("Requires-Dist"):
-        match = re.match(r"ray\[default\]\s*([^;]*)", requirement)
+        match = re.match(r"ray\[(?:[\w,]*,)?default(?:,[\w,]*)?\]\s*([^;]*)", requirement)
         if match:
             return SpecifierSet(match.group(1).strip())
-    raise AssertionError("pyproject.toml does not require ray[default]")
+    raise AssertionError("pyproject.toml does not require ray with its default extra")
 
 
 def test_image_is_rays_official_image_at_the_tested_versions():
