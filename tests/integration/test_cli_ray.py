@@ -122,8 +122,17 @@ def test_interrupt_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp, signu
 
 
 def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
-    proc = start_train(
-        tmp_path, ray_tmp, *UNTIL_STOPPED, "--set", "run.checkpoint_interval_env_steps=2048"
+    proc = start_rayrl(
+        tmp_path,
+        ray_tmp,
+        "train",
+        *UNTIL_STOPPED,
+        "--set",
+        "run.checkpoint_interval_env_steps=2048",
+        # Ray's per-node agents, seeing their raylet die unexpectedly, report it to the GCS
+        # (gone with the driver) before they exit, retrying for this long (Ray's default,
+        # 60 s, made half of these tests wait a minute for them)
+        RAY_gcs_rpc_server_reconnect_timeout_s="10",
     )
     runs = tmp_path / "runs"
     wait_for(
@@ -136,8 +145,8 @@ def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
     )
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
-    # Ray's processes share the driver's fate; its per-node agents notice that their raylet
-    # is gone within about a minute
+    # Ray's processes share the driver's fate; its per-node agents exit once they have
+    # reported their raylet's death (above)
     assert wait_gone(ray_tmp, timeout_s=150) == []
     run = only_run(runs)
     saved = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)["counters"]

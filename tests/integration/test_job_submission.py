@@ -234,13 +234,13 @@ def test_a_sweep_submitted_as_a_job_stops_the_worse_trial_with_asha(ray_head, tm
                 "base": "cartpole_ppo",
                 "set": [
                     "run.runtime=local",
-                    "run.total_env_steps=30000",
+                    "run.total_env_steps=20000",
                     "run.eval_episodes=5",
                     "run.eval_interval_env_steps=2048",
                 ],
                 "space": {"learner.lr": {"grid": [0.001, 0.000001]}},
                 "max_concurrent": 1,
-                "scheduler": {"name": "asha", "grace_env_steps": 12288, "reduction_factor": 2},
+                "scheduler": {"name": "asha", "grace_env_steps": 8192, "reduction_factor": 2},
             }
         )
     )
@@ -253,7 +253,7 @@ def test_a_sweep_submitted_as_a_job_stops_the_worse_trial_with_asha(ray_head, tm
     assert "best settings: --set learner.lr=0.001" in logs
     root = tmp_path / "sweeps" / "asha"
     learned, stopped = sorted((root / "runs").iterdir())
-    assert 12288 <= env_steps_logged(stopped) < 30000
+    assert 8192 <= env_steps_logged(stopped) < 20000
     assert not (stopped / "ended.json").exists()
     assert (learned / "ended.json").is_file()
     assert load_config(root / "best.yaml").learner.lr == 0.001
