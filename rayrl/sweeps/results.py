@@ -5,8 +5,9 @@ plot of the best settings' runs.
 A setting is ranked by its trials' last evaluations, averaged over the seeds that ran to
 their end; a setting none of whose trials did (ASHA stopped them, or they failed) ranks after
 every setting with one, by the evaluations it reported. Settings with equal means rank the
-one that used fewer env steps first (runs that reach `run.target_return` end early). The
-`seeds` column says how many trials the mean is of.
+one with more such seeds first, then the one whose counted trials used fewer env steps (runs
+that reach `run.target_return` end early). The `seeds` column says how many trials the mean
+is of.
 """
 
 from __future__ import annotations
@@ -50,18 +51,22 @@ class SettingOutcome:
     trials: list[TrialOutcome] = field(default_factory=list)
 
     @property
+    def counted(self) -> list[TrialOutcome]:
+        """The trials the figures are of: those that ran to their end with a metric, else
+        those that reported one (a trial stopped early reports an earlier evaluation, not
+        comparable)."""
+        reported = [t for t in self.trials if _finite(t.value) is not None]
+        finished = [t for t in reported if t.status == "finished"]
+        return finished or reported
+
+    @property
     def values(self) -> list[float]:
-        """The metric of the trials that ran to their end, else of those that reported one
-        (a trial stopped early reports an earlier evaluation, not comparable)."""
-        finished = [_finite(t.value) for t in self.trials if t.status == "finished"]
-        if any(v is not None for v in finished):
-            return [v for v in finished if v is not None]
-        return [v for t in self.trials if (v := _finite(t.value)) is not None]
+        return [float(t.value) for t in self.counted if t.value is not None]
 
     @property
     def finished(self) -> bool:
         """Whether a trial of this setting ran to its end (and so counts first)."""
-        return any(t.status == "finished" and _finite(t.value) is not None for t in self.trials)
+        return any(t.status == "finished" for t in self.counted)
 
     @property
     def mean(self) -> float | None:
@@ -73,7 +78,9 @@ class SettingOutcome:
 
     @property
     def env_steps(self) -> float:
-        return statistics.fmean(t.env_steps for t in self.trials) if self.trials else 0.0
+        """The counted trials' mean env steps (all trials' when none reported)."""
+        trials = self.counted or self.trials
+        return statistics.fmean(t.env_steps for t in trials) if trials else 0.0
 
     def set_options(self) -> str:
         """The settings as `rayrl train` options."""
@@ -89,12 +96,13 @@ def rank(trials: Sequence[TrialOutcome], mode: str) -> list[SettingOutcome]:
         groups.setdefault(key, SettingOutcome(settings)).trials.append(trial)
     sign = -1.0 if mode == "max" else 1.0
 
-    def order(group: SettingOutcome) -> tuple[bool, bool, float, float]:
+    def order(group: SettingOutcome) -> tuple[bool, bool, float, int, float]:
         mean = group.mean
         return (
             mean is None,
             not group.finished,
             sign * mean if mean is not None else 0.0,
+            -len(group.values),  # at equal means, more seeds that got there first
             group.env_steps,
         )
 

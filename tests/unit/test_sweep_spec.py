@@ -124,7 +124,18 @@ def test_a_settings_mean_is_of_its_seeds_that_ran_to_their_end():
     ]
     ranked = rank(trials, "max")
     assert ranked[0].values == [480.0]
+    assert ranked[0].env_steps == 30_000  # of the seed counted
     assert settings_table(ranked, "m").splitlines()[2].split()[2] == "1/2"
+
+
+def test_at_equal_means_more_seeds_that_got_there_rank_first():
+    trials = [
+        outcome(0, 1e-3, 0, 500.0, 6_000, "finished"),
+        outcome(1, 1e-3, 1, 20.0, 4_000, "stopped early"),
+        outcome(2, 3e-3, 0, 500.0, 18_000, "finished"),
+        outcome(3, 3e-3, 1, 500.0, 19_000, "finished"),
+    ]
+    assert [group.settings["learner.lr"] for group in rank(trials, "max")] == [3e-3, 1e-3]
 
 
 def test_settings_become_set_options_that_read_back_as_themselves():
