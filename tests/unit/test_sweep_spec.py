@@ -10,6 +10,7 @@ import yaml
 
 from rayrl.errors import ConfigError
 from rayrl.sweeps import sweep
+from rayrl.sweeps.resources import UNPLACED, trial_bundles
 from rayrl.sweeps.results import TrialOutcome, rank, settings_table
 from rayrl.sweeps.spec import load_sweep, override, shipped_specs
 
@@ -156,3 +157,39 @@ def test_pbt_is_refused_a_key_that_changes_what_a_trial_reserves(tmp_path: Path)
     with pytest.raises(ConfigError, match=r"space\.workers\.num_workers: it changes what a trial"):
         sweep({**spec, "set": ["run.runtime=ray"]})
     assert not list(tmp_path.iterdir())  # refused before the sweep's directory
+
+
+def test_pbt_perturbations_stay_within_the_spaces_ranges():
+    sweep = load_sweep(
+        {
+            **BASE,
+            "space": {
+                "learner.lr": {"loguniform": [1e-4, 1e-2]},
+                "algorithm.epochs": {"randint": [2, 8]},
+                "algorithm.entropy_coef": {"choice": [0.0, 0.01]},
+            },
+            "scheduler": {"name": "pbt"},
+        }
+    )
+    # x1.2 and x0.8 of values at the ends, as PBT's explore makes them
+    settings = {"learner.lr": 1.2e-2, "algorithm.epochs": 9.6, "algorithm.entropy_coef": 0.01}
+    clipped = sweep.within_ranges(settings)
+    assert clipped == {"learner.lr": 1e-2, "algorithm.epochs": 8, "algorithm.entropy_coef": 0.01}
+    assert sweep.within_ranges({"learner.lr": 0.8e-4})["learner.lr"] == 1e-4
+
+
+def test_what_a_trial_reserves_follows_its_runtime_and_config():
+    local = load_sweep({**BASE, "set": ["run.runtime=local"]}).base
+    (bundle,) = trial_bundles(local, UNPLACED)
+    assert bundle["CPU"] == 1.0
+    assert bundle["memory"] > 0  # its store's
+    assert "GPU" not in bundle  # no GPU in the cluster
+    ray_runtime = load_sweep(
+        {**BASE, "set": ["run.runtime=ray", "workers.num_workers=3", "learner.num_gpus=1"]}
+    ).base
+    head, learner, *workers = trial_bundles(ray_runtime, UNPLACED)
+    assert head == {}  # the trial's driver: Tune's empty head bundle
+    assert learner["CPU"] == 1.0
+    assert learner["GPU"] == 1.0
+    assert learner["memory"] > 0
+    assert workers == [{"CPU": 1.0}] * 3
