@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from rayrl.errors import UserError
+from rayrl.files import atomic_path
 from rayrl.ray.launch import connect, disconnect
 from rayrl.strict import to_plain
 from rayrl.sweeps.progress import LiveTable
@@ -103,7 +104,8 @@ def new_directory(checked: Sweep) -> Path:
         ) from None
     saved = to_plain(spec)
     saved["set"] = list(checked.overrides)  # the spec's, then the command's
-    (root / SPEC_FILE).write_text(yaml.safe_dump(saved, sort_keys=False))
+    with atomic_path(root / SPEC_FILE) as partial:  # what --resume reads: whole or absent
+        partial.write_text(yaml.safe_dump(saved, sort_keys=False))
     return root.resolve()
 
 
