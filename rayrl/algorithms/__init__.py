@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from rayrl.algorithms import dqn, impala, ppo
+from rayrl.algorithms import dqn, impala, ppo, sac
 from rayrl.contract import Algorithm
 
 ALGORITHMS: dict[str, Algorithm] = {
     "dqn": dqn.ALGORITHM,
     "impala": impala.ALGORITHM,
     "ppo": ppo.ALGORITHM,
+    "sac": sac.ALGORITHM,
 }
 
 __all__ = ["ALGORITHMS", "Algorithm"]

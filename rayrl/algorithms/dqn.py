@@ -19,7 +19,7 @@ from gymnasium import spaces
 
 from rayrl.algorithms.exploration import apex_epsilons, linear_epsilon
 from rayrl.algorithms.networks import QNetwork, load_numpy_state_dict, make_torso
-from rayrl.algorithms.torch_learner import TorchLearner, make_optimizer
+from rayrl.algorithms.torch_learner import TorchLearner
 from rayrl.config import LearnerConfig, RunConfig
 from rayrl.contract import Acting, Algorithm
 from rayrl.core import ModelInfo, PolicyOutput, TransitionBatch, UpdateResult
@@ -149,7 +149,7 @@ class DQNLearner(TorchLearner):
         self.target = make_q_network(algo, spec).to(self.device)
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
-        self.optimizer = make_optimizer(self.online.parameters(), settings)
+        self.optimizer = self.make_optimizer(self.online.parameters())
 
     def components(self) -> dict[str, Any]:
         return {"online": self.online, "target": self.target, "optimizer": self.optimizer}
@@ -177,7 +177,7 @@ class DQNLearner(TorchLearner):
         loss = (weights * losses).mean()
 
         # optimize
-        grad_norm = self.step(loss)
+        grad_norm = self.step(loss, self.optimizer, self.online.parameters())
         self.updates += 1
         if self.updates % self.algo.target_update_every == 0:
             self._update_target()

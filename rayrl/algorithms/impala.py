@@ -26,7 +26,7 @@ from rayrl.algorithms.actor_critic import (
     make_actor_critic,
     make_actor_critic_policy,
 )
-from rayrl.algorithms.torch_learner import TorchLearner, linear_decay, make_optimizer
+from rayrl.algorithms.torch_learner import TorchLearner, linear_decay
 from rayrl.algorithms.vtrace import vtrace
 from rayrl.config import LearnerConfig, RunConfig
 from rayrl.contract import Algorithm
@@ -69,7 +69,7 @@ class ImpalaLearner(TorchLearner):
         self.network = self.acting_network = make_actor_critic(algo, spec).to(self.device)
         model = self.all_reduced(self.network)
         self.model = torch.compile(model) if algo.compile else model
-        self.optimizer = make_optimizer(self.network.parameters(), settings)
+        self.optimizer = self.make_optimizer(self.network.parameters())
         self.scheduler = linear_decay(
             self.optimizer, planned_updates(algo, settings, run), algo.lr_decay
         )
@@ -114,7 +114,7 @@ class ImpalaLearner(TorchLearner):
 
     def update(self, batch: Unrolls) -> UpdateResult:
         parts = self.loss(batch)
-        grad_norm = self.step(parts["loss"])
+        grad_norm = self.step(parts["loss"], self.optimizer, self.network.parameters())
         lr = self.scheduler.get_last_lr()[0]  # the rate this update used
         self.scheduler.step()
         self.updates += 1

@@ -35,7 +35,7 @@ from rayrl.algorithms.actor_critic import (
     make_actor_critic,
     make_actor_critic_policy,
 )
-from rayrl.algorithms.torch_learner import TorchLearner, linear_decay, make_optimizer
+from rayrl.algorithms.torch_learner import TorchLearner, linear_decay
 from rayrl.config import Config, LearnerConfig, RunConfig
 from rayrl.contract import Algorithm
 from rayrl.core import Unrolls, UpdateResult
@@ -197,7 +197,7 @@ class PPOLearner(TorchLearner):
         self.algo = algo
         self.network = self.acting_network = make_actor_critic(algo, spec).to(self.device)
         self.model = self.all_reduced(self.network)
-        self.optimizer = make_optimizer(self.network.parameters(), settings)
+        self.optimizer = self.make_optimizer(self.network.parameters())
         self.total_updates = planned_updates(algo, settings, run)
         self.scheduler = linear_decay(self.optimizer, self.total_updates, algo.lr_decay)
         self.shuffle = torch.Generator().manual_seed(seed)
@@ -269,7 +269,7 @@ class PPOLearner(TorchLearner):
                     entropy_coef=algo.entropy_coef,
                     normalize=algo.normalize_advantages,
                 )
-                grad_norm = self.step(loss.loss)
+                grad_norm = self.step(loss.loss, self.optimizer, self.network.parameters())
                 parts = {**vars(loss), "grad_norm": grad_norm}
                 for name, value in parts.items():
                     metrics.setdefault(name, []).append(value.detach())

@@ -3,9 +3,14 @@ its optimizer and its update.
 
 `TorchLearner` seeds torch, resolves the device, wraps the trained network for gradient
 all-reduce when the learner is one of several (`learner.num_learners`: torch's
-DistributedDataParallel, gloo on CPU, NCCL on GPU), turns batches into tensors, takes the
-optimizer step with gradient clipping, publishes the acting network's weights and saves
-and restores its named components for checkpoints.
+DistributedDataParallel, gloo on CPU, NCCL on GPU), turns batches into tensors, builds the
+configured optimizers, takes guarded, clipped optimizer steps, publishes the acting
+network's weights and saves and restores its named components for checkpoints.
+
+A learner may own several optimizers (SAC: an actor, twin critics and a temperature, each
+at its own rate): each comes from `make_optimizer`, which remembers its configured rate,
+and each `step` names the optimizer and the parameters it clips, so that every part gets
+the non-finite guard, the clipping and, on restore, its configured settings back.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import logging
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -32,10 +37,10 @@ logger = logging.getLogger(__name__)
 class TorchLearner(ABC):
     """Base of the torch learners. A subclass builds its networks after `super().__init__`
     (so that they start from the run's seed), sets `acting_network` (what workers act
-    with) and `optimizer`, and lists its checkpointed parts in `components`."""
+    with), builds its optimizers with `make_optimizer`, and lists its checkpointed parts in
+    `components`."""
 
     acting_network: nn.Module
-    optimizer: torch.optim.Optimizer
 
     def __init__(self, settings: LearnerConfig, seed: int) -> None:
         torch.manual_seed(seed)
@@ -47,6 +52,21 @@ class TorchLearner(ABC):
         self.nonfinite = NonFiniteSteps()
         self._skipped_in_update = -1
         """The update (by its count) that last had a step skipped."""
+        self._configured_rates: list[tuple[torch.optim.Optimizer, float]] = []
+        """Each optimizer `make_optimizer` built, with the learning rate it was built at."""
+
+    def make_optimizer(
+        self, parameters: Iterable[nn.Parameter], lr: float | None = None
+    ) -> torch.optim.Optimizer:
+        """The configured optimizer (`learner.optimizer`, its eps and RMSprop's settings)
+        over `parameters`, at `lr`: `learner.lr` when None (one network, one optimizer),
+        or a part's own rate (SAC's actor, critics and temperature). The rate is remembered,
+        so that a restored checkpoint gets the configured one back
+        (`apply_optimizer_settings`)."""
+        rate = self.settings.lr if lr is None else lr
+        optimizer = build_optimizer(parameters, self.settings, rate)
+        self._configured_rates.append((optimizer, rate))
+        return optimizer
 
     @staticmethod
     def all_reduced(network: nn.Module) -> nn.Module:
@@ -63,9 +83,15 @@ class TorchLearner(ABC):
         writable = np.require(array, requirements="CW")
         return torch.from_numpy(writable).to(self.device, non_blocking=True)
 
-    def step(self, loss: torch.Tensor) -> torch.Tensor:
-        """Backward, clip the global gradient norm to `learner.max_grad_norm`, optimizer
-        step; returns the norm before clipping.
+    def step(
+        self,
+        loss: torch.Tensor,
+        optimizer: torch.optim.Optimizer,
+        parameters: Iterable[nn.Parameter],
+    ) -> torch.Tensor:
+        """Backward, clip the global gradient norm of `parameters` (what `optimizer`
+        steps) to `learner.max_grad_norm`, step `optimizer`; returns the norm before
+        clipping.
 
         A non-finite gradient norm (a NaN or infinite gradient anywhere) skips the optimizer
         step, so that one bad batch (a NaN reward, an overflow) never reaches the weights.
@@ -74,17 +100,19 @@ class TorchLearner(ABC):
         row. The decision reads the gradient norm alone: with several learners the
         gradients are all-reduced first, so the norm, and the decision, is the same on all
         of them (a loss can be infinite on one learner while its clipped gradient is not).
-        Reading it costs one device sync per step."""
-        self.optimizer.zero_grad(set_to_none=True)
+        Reading it costs one device sync per step. Each of a learner's optimizers is
+        guarded alone: a skipped critic step leaves the actor's step of the same update
+        alone, and the update counts once."""
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
         max_norm = self.settings.max_grad_norm or math.inf
-        grad_norm = nn.utils.clip_grad_norm_(self.acting_network.parameters(), max_norm)
+        grad_norm = nn.utils.clip_grad_norm_(parameters, max_norm)
         if torch.isfinite(grad_norm):
-            self.optimizer.step()
+            optimizer.step()
             if self._skipped_in_update != self.updates:
                 self.nonfinite.in_a_row = 0
         else:
-            self.optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad(set_to_none=True)
             if self._skipped_in_update != self.updates:  # count each update once
                 self._skipped_in_update = self.updates
                 self.nonfinite.skipped += 1
@@ -116,42 +144,47 @@ class TorchLearner(ABC):
         self.apply_optimizer_settings()
 
     def apply_optimizer_settings(self) -> None:
-        """Put the configured learning rate (and eps, RMSprop's alpha) into the optimizer
-        and its schedule. An optimizer's state dict carries the rates it was saved with, and
-        loading it would quietly undo a changed `learner.lr` on a resume (`--resume RUN --set
-        learner.lr=...`) or a population-based-training perturbation: the checkpoint's
+        """Put the configured learning rates (and eps, RMSprop's alpha) into the optimizers
+        and their schedules. An optimizer's state dict carries the rates it was saved with,
+        and loading it would quietly undo a changed `learner.lr` on a resume (`--resume RUN
+        --set learner.lr=...`) or a population-based-training perturbation: the checkpoint's
         moments are kept, its settings are not. A schedule (`LambdaLR`) goes on from its
-        restored step, scaled from the configured rate."""
+        restored step, scaled from its optimizer's configured rate."""
         settings = self.settings
-        configured = {"lr": settings.lr, "initial_lr": settings.lr, "eps": settings.optimizer_eps}
-        if isinstance(self.optimizer, torch.optim.RMSprop):
-            configured["alpha"] = settings.rmsprop_alpha
-        for group in self.optimizer.param_groups:
-            group.update({key: value for key, value in configured.items() if key in group})
+        rates = {id(optimizer): rate for optimizer, rate in self._configured_rates}
+        for optimizer, rate in self._configured_rates:
+            configured = {"lr": rate, "initial_lr": rate, "eps": settings.optimizer_eps}
+            if isinstance(optimizer, torch.optim.RMSprop):
+                configured["alpha"] = settings.rmsprop_alpha
+            for group in optimizer.param_groups:
+                group.update({key: value for key, value in configured.items() if key in group})
         for part in self.components().values():
             if isinstance(part, torch.optim.lr_scheduler.LambdaLR):
-                part.base_lrs = [settings.lr for _ in part.base_lrs]
-                rates = [
+                rate = rates[id(part.optimizer)]
+                part.base_lrs = [rate for _ in part.base_lrs]
+                scheduled = [
                     base * factor(part.last_epoch)
                     for base, factor in zip(part.base_lrs, part.lr_lambdas, strict=True)
                 ]
-                for group, rate in zip(self.optimizer.param_groups, rates, strict=True):
-                    group["lr"] = rate
-                part._last_lr = rates  # what get_last_lr() reports until the next step
+                for group, value in zip(part.optimizer.param_groups, scheduled, strict=True):
+                    group["lr"] = value
+                part._last_lr = scheduled  # what get_last_lr() reports until the next step
 
 
-def make_optimizer(parameters: Any, settings: LearnerConfig) -> torch.optim.Optimizer:
-    """The configured optimizer (`learner.optimizer`) over `parameters`."""
+def build_optimizer(
+    parameters: Iterable[nn.Parameter], settings: LearnerConfig, lr: float
+) -> torch.optim.Optimizer:
+    """The configured optimizer (`learner.optimizer`) over `parameters` at `lr`."""
     if settings.optimizer == "rmsprop":
         return torch.optim.RMSprop(
             parameters,
-            lr=settings.lr,
+            lr=lr,
             alpha=settings.rmsprop_alpha,
             eps=settings.optimizer_eps,
             centered=settings.rmsprop_centered,
         )
     # the fused kernel is about 25% faster per update for small networks, CPU or GPU
-    return torch.optim.Adam(parameters, lr=settings.lr, eps=settings.optimizer_eps, fused=True)
+    return torch.optim.Adam(parameters, lr=lr, eps=settings.optimizer_eps, fused=True)
 
 
 def linear_decay(optimizer: torch.optim.Optimizer, total_updates: int, enabled: bool) -> Any:

@@ -1,0 +1,257 @@
+"""SAC: the squashed Gaussian's log-probability, the critics', actor's and temperature's losses
+and gradients against straightforward per-sample references, the target critics' Polyak
+step, per-part learning rates through a checkpoint, the non-finite guard, and the checks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from rayrl.core import TransitionBatch
+from rayrl.envs import env_spec
+from rayrl.errors import ConfigError
+from rayrl.presets import load_config
+from tests.parts import learner_for, policy_for
+
+SMALL = ["algorithm.hidden_sizes=[32, 32]", "learner.batch_size=16"]
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    config = load_config("pendulum_sac", SMALL)
+    return config, env_spec(config.env)
+
+
+def random_batch(spec, size=16, seed=0, discounts=None) -> TransitionBatch:
+    rng = np.random.default_rng(seed)
+    low, high = spec.action_space.low, spec.action_space.high
+    obs_dim = spec.observation_space.shape[0]
+    return TransitionBatch(
+        obs=rng.normal(size=(size, obs_dim)).astype(np.float32),
+        actions=rng.uniform(low, high, size=(size, len(low))).astype(np.float32),
+        rewards=rng.normal(size=size).astype(np.float32),
+        discounts=(
+            np.where(rng.random(size) < 0.2, 0.0, 0.99).astype(np.float32)
+            if discounts is None
+            else discounts
+        ),
+        next_obs=rng.normal(size=(size, obs_dim)).astype(np.float32),
+        weights=rng.uniform(0.5, 1.5, size=size).astype(np.float32),
+        indices=np.arange(size),
+    )
+
+
+def tensors(learner, batch: TransitionBatch) -> dict[str, torch.Tensor]:
+    names = ("obs", "next_obs", "actions", "rewards", "discounts", "weights")
+    return {name: torch.from_numpy(getattr(batch, name)) for name in names}
+
+
+def reference_sample(actor, obs: torch.Tensor, noise: torch.Tensor):
+    """tanh(mean + std * noise) scaled to the bounds, and its log-density, one sample and
+    one action dimension at a time, from the Gaussian density's formula and the change of
+    variables a = scale * tanh(u) + bias."""
+    mean, log_std = actor(obs)
+    actions, logps = [], []
+    for i in range(len(obs)):
+        action_row, logp = [], torch.zeros(())
+        for d in range(mean.shape[1]):
+            std = log_std[i, d].exp()
+            u = mean[i, d] + std * noise[i, d]
+            density = -0.5 * noise[i, d] ** 2 - torch.log(std) - 0.5 * math.log(2 * math.pi)
+            scale, bias = actor.action_scale[d], actor.action_bias[d]
+            jacobian = torch.log(scale * (1 - torch.tanh(u) ** 2) + 1e-6)
+            logp = logp + density - jacobian
+            action_row.append(scale * torch.tanh(u) + bias)
+        actions.append(torch.stack(action_row))
+        logps.append(logp)
+    return torch.stack(actions), torch.stack(logps)
+
+
+def test_the_squashed_log_probability_is_the_transformed_gaussians(pendulum):
+    config, spec = pendulum
+    actor = learner_for(config, spec).actor
+    obs = torch.randn(64, 3)
+    actions, logp = actor.sample(obs, torch.Generator().manual_seed(0))
+    mean, log_std = actor(obs)
+    scale, bias = actor.action_scale, actor.action_bias
+    squashed = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(mean, log_std.exp()),
+        [
+            torch.distributions.TanhTransform(),
+            torch.distributions.AffineTransform(bias, scale),
+        ],
+    )
+    inside = actions.abs().squeeze(-1) < 0.999 * scale  # away from where the epsilon matters
+    expected = squashed.log_prob(actions).sum(-1)
+    torch.testing.assert_close(logp[inside], expected[inside], rtol=1e-4, atol=1e-4)
+    assert torch.all(actions.abs() <= scale + bias)
+
+
+def test_critic_loss_and_gradients_match_the_per_sample_reference(pendulum):
+    config, spec = pendulum
+    learner = learner_for(config, spec)
+    batch = tensors(learner, random_batch(spec))
+    state = learner.generator.get_state()
+    loss, td_errors = learner.critic_loss(batch)
+    grads = torch.autograd.grad(loss, list(learner.critics.parameters()))
+
+    noise = torch.randn(16, 1, generator=torch.Generator().set_state(state))
+    alpha = learner.log_alpha.exp().item()
+    with torch.no_grad():
+        next_actions, next_logp = reference_sample(learner.actor, batch["next_obs"], noise)
+    total, errors = torch.zeros(()), []
+    for i in range(16):
+        obs, action = batch["obs"][i : i + 1], batch["actions"][i : i + 1]
+        with torch.no_grad():
+            t1, t2 = learner.target_critics(batch["next_obs"][i : i + 1], next_actions[i : i + 1])
+            soft = min(t1.item(), t2.item()) - alpha * next_logp[i].item()
+            target = batch["rewards"][i].item() + batch["discounts"][i].item() * soft
+        q1, q2 = learner.critics(obs, action)
+        total = total + batch["weights"][i] * 0.5 * ((q1 - target) ** 2 + (q2 - target) ** 2)
+        errors.append(0.5 * (abs(q1.item() - target) + abs(q2.item() - target)))
+    reference = (total / 16).squeeze()
+    reference_grads = torch.autograd.grad(reference, list(learner.critics.parameters()))
+    torch.testing.assert_close(loss, reference, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(td_errors, torch.tensor(errors), rtol=1e-5, atol=1e-6)
+    for grad, expected in zip(grads, reference_grads, strict=True):
+        torch.testing.assert_close(grad, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_actor_and_temperature_losses_and_gradients_match_the_reference(pendulum):
+    config, spec = pendulum
+    learner = learner_for(config, spec)
+    obs = torch.from_numpy(random_batch(spec).obs)
+    state = learner.generator.get_state()
+    loss, logp = learner.actor_loss(obs)
+    grads = torch.autograd.grad(loss, list(learner.actor.parameters()))
+    assert all(p.requires_grad for p in learner.critics.parameters())  # restored after
+
+    noise = torch.randn(16, 1, generator=torch.Generator().set_state(state))
+    alpha = learner.log_alpha.exp().item()
+    actions, reference_logp = reference_sample(learner.actor, obs, noise)
+    terms = []
+    for i in range(16):
+        q1, q2 = learner.critics(obs[i : i + 1], actions[i : i + 1])
+        terms.append(alpha * reference_logp[i] - torch.min(q1, q2).squeeze())
+    reference = torch.stack(terms).mean()
+    reference_grads = torch.autograd.grad(reference, list(learner.actor.parameters()))
+    torch.testing.assert_close(loss, reference, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(logp, reference_logp.detach(), rtol=1e-5, atol=1e-5)
+    for grad, expected in zip(grads, reference_grads, strict=True):
+        torch.testing.assert_close(grad, expected, rtol=1e-4, atol=1e-5)
+
+    # the temperature's: -alpha * (log pi + target entropy), gradient wrt log alpha
+    alpha_loss = learner.alpha_loss(logp)
+    (alpha_grad,) = torch.autograd.grad(alpha_loss, [learner.log_alpha])
+    per_sample = [-alpha * (lp.item() + learner.target_entropy) for lp in logp]
+    assert alpha_loss.item() == pytest.approx(np.mean(per_sample), rel=1e-5)
+    assert alpha_grad.item() == pytest.approx(np.mean(per_sample), rel=1e-5)  # d/dlog a of a
+    assert learner.target_entropy == -1.0  # minus the action dimension
+
+
+def test_the_temperature_rises_when_the_policy_is_less_random_than_its_target(pendulum):
+    config, spec = pendulum
+    learner = learner_for(config, spec)
+    before = learner.alpha.item()
+    learner.target_entropy = 50.0  # far above what the actor has
+    for _ in range(5):
+        learner.update(random_batch(spec))
+    assert learner.alpha.item() > before
+    fixed = replace(config, algorithm=replace(config.algorithm, autotune_alpha=False))
+    frozen = learner_for(fixed, spec)
+    for _ in range(3):
+        metrics = frozen.update(random_batch(spec)).metrics
+    assert metrics["learner/alpha"] == pytest.approx(config.algorithm.initial_alpha)
+
+
+def test_target_critics_follow_by_polyak_averaging(pendulum):
+    config, spec = pendulum
+    learner = learner_for(config, spec)
+    target_before = [p.clone() for p in learner.target_critics.parameters()]
+    learner.update(random_batch(spec))
+    tau = config.algorithm.tau
+    for target, online, old in zip(
+        learner.target_critics.parameters(),
+        learner.critics.parameters(),
+        target_before,
+        strict=True,
+    ):
+        torch.testing.assert_close(target, (1 - tau) * old + tau * online)
+
+
+def test_delayed_actor_updates_take_as_many_steps_as_the_critics(pendulum):
+    config, spec = pendulum
+    delayed = replace(config, algorithm=replace(config.algorithm, actor_update_interval=2))
+    learner = learner_for(delayed, spec)
+    first = learner.update(random_batch(spec, seed=1)).metrics
+    second = learner.update(random_batch(spec, seed=2)).metrics
+    assert "learner/actor_loss" in first
+    assert "learner/actor_loss" not in second
+    assert learner.actor_optimizer.state_dict()["state"][0]["step"].item() == 2
+    assert learner.critic_optimizer.state_dict()["state"][0]["step"].item() == 2
+
+
+def test_each_part_trains_at_its_configured_rate_after_a_restore(pendulum):
+    """Per-part rates come back from the config, not from the checkpoint's optimizers."""
+    config, spec = pendulum
+    learner = learner_for(config, spec)
+    learner.update(random_batch(spec))
+    changed = replace(
+        config, algorithm=replace(config.algorithm, actor_lr=3e-4, critic_lr=2e-3, alpha_lr=1e-4)
+    )
+    restored = learner_for(changed, spec)
+    restored.load_state_dict(learner.state_dict())
+    assert restored.updates == 1
+    assert restored.actor_optimizer.param_groups[0]["lr"] == 3e-4
+    assert restored.critic_optimizer.param_groups[0]["lr"] == 2e-3
+    assert restored.alpha_optimizer.param_groups[0]["lr"] == 1e-4
+    assert restored.log_alpha.item() == learner.log_alpha.item()
+    for name, value in learner.target_critics.state_dict().items():
+        torch.testing.assert_close(restored.target_critics.state_dict()[name], value)
+    assert restored.actor_optimizer.state_dict()["state"][0]["step"].item() == 1
+
+
+def test_a_nan_reward_skips_the_critic_step_and_counts_once(pendulum):
+    config, spec = pendulum
+    learner = learner_for(config, spec)
+    critics_before = {k: v.clone() for k, v in learner.critics.state_dict().items()}
+    batch = random_batch(spec)
+    batch.rewards[3] = np.nan
+    learner.update(batch)
+    for name, value in learner.critics.state_dict().items():
+        torch.testing.assert_close(value, critics_before[name])
+    assert learner.nonfinite.skipped == 1
+    assert learner.nonfinite.in_a_row == 1
+    learner.update(random_batch(spec))
+    assert learner.nonfinite.in_a_row == 0
+
+
+def test_workers_explore_at_random_first_and_evaluation_is_deterministic(pendulum):
+    config, spec = pendulum
+    policy = policy_for(config, spec, 0)
+    obs = np.random.default_rng(0).normal(size=(256, 3)).astype(np.float32)
+    early = policy.act(obs, explore=True, env_steps=0).actions
+    assert early.shape == (256, 1)
+    assert early.dtype == np.float32
+    assert early.min() < -1.5
+    assert early.max() > 1.5
+    later = policy.act(obs, explore=True, env_steps=10**6).actions
+    assert np.all(np.abs(later) <= 2.0)
+    evaluation = policy_for(config, spec, None)
+    np.testing.assert_array_equal(
+        evaluation.act(obs, explore=False).actions, evaluation.act(obs, explore=False).actions
+    )
+
+
+def test_sac_refuses_discrete_actions_several_learners_and_cnn_torsos():
+    config = load_config("pendulum_sac", ["env.id=CartPole-v1"])
+    with pytest.raises(ConfigError, match="needs a 1-D Box action space"):
+        policy_for(config, env_spec(config.env), None)
+    with pytest.raises(ConfigError, match=r"learner\.num_learners=2"):
+        load_config("pendulum_sac", ["learner.num_learners=2"])
+    with pytest.raises(ConfigError, match=r"algorithm\.network='nature_cnn'"):
+        load_config("pendulum_sac", ["algorithm.network=nature_cnn"])
