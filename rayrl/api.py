@@ -20,7 +20,7 @@ from rayrl.checkpoint import load_checkpoint, policy_of, warm_start
 from rayrl.config import Config
 from rayrl.contract import Acting
 from rayrl.core import EvalResult
-from rayrl.envs import check_env, env_spec, eval_env_config
+from rayrl.envs import check_env, check_normalization, env_spec, eval_env_config
 from rayrl.errors import CheckpointError, ConfigError, UserError
 from rayrl.evaluation import Evaluator
 from rayrl.presets import load_config, saved_config, with_overrides
@@ -42,8 +42,9 @@ def validate(config: Config, checkpoint: dict[str, Any] | None = None) -> None:
     if config.logging.video_interval_evals is not None:
         check_video_support(eval_env_config(config.env))
     spec = env_spec(config.env)
+    check_normalization(config.env, spec)
     acting = Acting.for_evaluation(config.run.seed)
-    policy = ALGORITHMS[config.algorithm.name].make_policy(config.algorithm, spec, acting)
+    policy = ALGORITHMS[config.algorithm.name].build_policy(config.algorithm, spec, acting)
     sources = []
     if checkpoint is not None:
         sources.append(("the checkpoint to resume from", policy_of(checkpoint)))

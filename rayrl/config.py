@@ -79,6 +79,20 @@ def ray_gpus_problem(amount: float) -> str | None:
 
 
 @dataclass(frozen=True)
+class NormalizeConfig:
+    """Observation normalisation (`rayrl.normalization`), for vector observations
+    of any env family (MuJoCo, classic control): the running statistics live in the learner
+    and travel with the weights, so workers, evaluation, checkpoints and resumes all see the
+    same inputs."""
+
+    observations: bool = False
+    """Feed every network (obs - mean) / std from running statistics of the observations
+    the workers collect; needs float observations (Box), not frames or grids."""
+    clip: float = bounded(10.0, gt=0.0)
+    """Normalized observations are clipped to [-clip, clip] (SB3's VecNormalize default)."""
+
+
+@dataclass(frozen=True)
 class EnvConfig:
     """Which environment to train on, and how it is preprocessed."""
 
@@ -114,6 +128,8 @@ class EnvConfig:
     clip_rewards: bool | None = None
     """Training only: learn from sign(reward); returns are always reported unclipped. None
     takes the family's default: true for Atari (the DeepMind setting), false otherwise."""
+    normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
+    """Observation normalisation with statistics that travel with the weights."""
 
 
 @dataclass(frozen=True)

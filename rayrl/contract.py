@@ -7,10 +7,10 @@ unrolls) builds the step processor that turns env steps into chunks and the expe
 store that holds them for the learner, and makes the family's config checks, so an
 algorithm module states only what is its own. Both runtimes use only what is written here::
 
-    policy = algorithm.make_policy(config.algorithm, spec, Acting(seed, i, envs, workers))
+    policy = algorithm.build_policy(config.algorithm, spec, Acting(seed, i, envs, workers))
     processor = algorithm.family.make_processor(config.algorithm, spec, num_envs)
     store = algorithm.family.make_store(algorithm.family.store_settings(config, spec))
-    learner = algorithm.make_learner(config.algorithm, spec, config.learner, config.run)
+    learner = algorithm.build_learner(config.algorithm, spec, config.learner, config.run)
 
     out = policy.act(obs, explore=True, env_steps=n)       # worker: act, step, process
     processor.process(env.step(out.actions, out.extras), policy.version)
@@ -40,6 +40,7 @@ from rayrl.core import (
     UpdateResult,
 )
 from rayrl.envs.spec import EnvSpec
+from rayrl.normalization import NormalizingLearner, NormalizingPolicy
 from rayrl.seeding import derive_seed
 
 if TYPE_CHECKING:
@@ -232,6 +233,11 @@ class Family(Protocol[C, S]):
         """Whether the store is saved with each checkpoint (then it is a `PersistentStore`)."""
         ...
 
+    def times_learned_from(self, algo: C) -> float:
+        """How many batches an item is in, on average (replay's samples per insert; 1 for
+        unrolls, which one update learns from)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Algorithm(Generic[C]):
@@ -245,3 +251,23 @@ class Algorithm(Generic[C]):
     make_learner: Callable[[C, EnvSpec, LearnerConfig, RunConfig], Learner]
     """(algorithm config, env spec, learner settings, run settings) -> the learner, on the
     configured device; it reads the run's seed and step budget (for schedules)."""
+
+    def build_policy(self, algo: C, spec: EnvSpec, acting: Acting) -> Policy:
+        """The algorithm's policy, acting on normalized observations when the spec says so
+        (`rayrl.normalization`): what workers and the evaluator run."""
+        policy = self.make_policy(algo, spec, acting)
+        if spec.observation_clip is None:
+            return policy
+        return NormalizingPolicy(policy, spec.observation_clip)
+
+    def build_learner(
+        self, algo: C, spec: EnvSpec, settings: LearnerConfig, run: RunConfig
+    ) -> Learner:
+        """The algorithm's learner, learning from normalized observations and publishing
+        their statistics when the spec says so: what the runtimes train."""
+        learner = self.make_learner(algo, spec, settings, run)
+        if spec.observation_clip is None:
+            return learner
+        shape = spec.observation_space.shape or ()
+        reuse = self.family.times_learned_from(algo)
+        return NormalizingLearner(learner, shape, spec.observation_clip, reuse)

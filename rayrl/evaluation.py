@@ -33,7 +33,7 @@ class Evaluator:
         self.env = make_env(self.env_config, num_envs, training=False, num_threads=num_envs)
         spec = spec_of(self.env, self.env_config)
         acting = Acting.for_evaluation(run_seed)
-        self.policy = ALGORITHMS[algorithm.name].make_policy(algorithm, spec, acting)
+        self.policy = ALGORITHMS[algorithm.name].build_policy(algorithm, spec, acting)
         self.seed = derive_seed(run_seed, "eval")
         self.evaluations = 0
 

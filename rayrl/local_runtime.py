@@ -49,7 +49,7 @@ class LocalRuntime:
             for i in range(config.workers.num_workers)
         ]
         spec = self.workers[0].spec
-        self.learner = algorithm.make_learner(config.algorithm, spec, config.learner, config.run)
+        self.learner = algorithm.build_learner(config.algorithm, spec, config.learner, config.run)
         self.evaluator = Evaluator(
             config.env, config.algorithm, config.run.eval_episodes, config.run.seed
         )

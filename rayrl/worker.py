@@ -48,7 +48,7 @@ class RolloutWorker:
         self.env = make_env(env, workers.envs_per_worker, training=True, num_threads=threads)
         self.spec = spec_of(self.env, env)
         acting = Acting(run_seed, worker_index, workers.envs_per_worker, workers.num_workers)
-        self.policy = parts.make_policy(algorithm, self.spec, acting)
+        self.policy = parts.build_policy(algorithm, self.spec, acting)
         self.processor = parts.family.make_processor(algorithm, self.spec, workers.envs_per_worker)
         self.env.reset(seed=derive_seed(run_seed, "env", worker_index, incarnation))
         self._inbox: deque[ModelInfo] = deque(maxlen=1)  # thread-safe; the newest wins

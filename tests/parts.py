@@ -14,11 +14,11 @@ def policy_for(config: Config, spec: EnvSpec, worker_index: int | None) -> Polic
     """Worker `worker_index`'s policy (None: the evaluation policy)."""
     workers = config.workers
     acting = Acting(config.run.seed, worker_index, workers.envs_per_worker, workers.num_workers)
-    return ALGORITHMS[config.algorithm.name].make_policy(config.algorithm, spec, acting)
+    return ALGORITHMS[config.algorithm.name].build_policy(config.algorithm, spec, acting)
 
 
 def learner_for(config: Config, spec: EnvSpec) -> Any:
-    learner: Learner = ALGORITHMS[config.algorithm.name].make_learner(
+    learner: Learner = ALGORITHMS[config.algorithm.name].build_learner(
         config.algorithm, spec, config.learner, config.run
     )
     return learner

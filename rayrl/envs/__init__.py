@@ -1,10 +1,11 @@
 """Environments: a small registry of env families, and the adapter every env comes out of.
 
 `FAMILIES` is tried in order and the first family that owns an id builds it: Atari
-(`ALE/...` ids, ale-py's C++ vector env), MinAtar (`MinAtar/...` ids) and plain gymnasium
-ids (anything else). Adding a family is one module (see `rayrl.envs.spec.EnvFamily`) and
-one entry here. A family also gives the defaults of the env settings left None (the
-learning signal, sticky actions): `resolve_env`.
+(`ALE/...` ids, ale-py's C++ vector env), MinAtar (`MinAtar/...` ids), MuJoCo (gymnasium's
+MuJoCo ids, through the `mujoco` package) and plain gymnasium ids (anything else). Adding
+a family is one module (see `rayrl.envs.spec.EnvFamily`) and one entry here. A family also
+gives the defaults of the env settings left None (the learning signal, sticky actions):
+`resolve_env`.
 
 Every training and evaluation env is a `VectorEnvAdapter` over a SAME_STEP vector env,
 which also applies the training-only learning signal (clipped rewards, episodic life).
@@ -21,8 +22,10 @@ from rayrl.config import EnvConfig
 from rayrl.envs.adapter import VectorEnvAdapter
 from rayrl.envs.atari import ATARI
 from rayrl.envs.minatar import MINATAR
+from rayrl.envs.mujoco import MUJOCO
 from rayrl.envs.plain import PLAIN
 from rayrl.envs.spec import EnvFamily, EnvSpec
+from rayrl.errors import ConfigError
 
 __all__ = [
     "FAMILIES",
@@ -30,6 +33,7 @@ __all__ = [
     "EnvSpec",
     "VectorEnvAdapter",
     "check_env",
+    "check_normalization",
     "env_spec",
     "family_of",
     "make_env",
@@ -37,7 +41,7 @@ __all__ = [
     "spec_of",
 ]
 
-FAMILIES: tuple[EnvFamily, ...] = (ATARI, MINATAR, PLAIN)
+FAMILIES: tuple[EnvFamily, ...] = (ATARI, MINATAR, MUJOCO, PLAIN)
 """Env families, tried in order; the last one owns every id."""
 
 
@@ -97,8 +101,22 @@ def spec_of(env: VectorEnvAdapter, config: EnvConfig) -> EnvSpec:
             shape=observation_space.shape,
             dtype=np.float32,
         )
+    normalize = config.normalize
     return EnvSpec(
         observation_space=observation_space,
         action_space=env.single_action_space,
         frame_stack=family_of(config.id).frame_stack(config),
+        observation_clip=normalize.clip if normalize.observations else None,
     )
+
+
+def check_normalization(config: EnvConfig, spec: EnvSpec) -> None:
+    """Raise a `ConfigError` if observation normalisation is asked for observations it
+    cannot apply to (frames and grids, which the networks scale themselves)."""
+    space = spec.observation_space
+    floating = space.dtype is not None and np.issubdtype(space.dtype, np.floating)
+    if config.normalize.observations and not (isinstance(space, gym.spaces.Box) and floating):
+        raise ConfigError(
+            f"env.normalize.observations=true needs float vector observations (a Box of "
+            f"floats); {config.id!r} gives {space}. Leave it false for frames and grids"
+        )

@@ -29,6 +29,9 @@ class EnvSpec:
     action_space: gym.spaces.Space
     frame_stack: int | None
     """Frames per observation for stacked (Atari) observations; None when unstacked."""
+    observation_clip: float | None = None
+    """With `env.normalize.observations`, the clip of the normalized observations every
+    network sees; None when networks see the observations as they come."""
 
 
 def observation_bytes(spec: EnvSpec) -> int:

@@ -159,6 +159,10 @@ class OffPolicy:
     def persists(self, algo: OffPolicyConfig) -> bool:
         return algo.replay.save_with_checkpoint
 
+    def times_learned_from(self, algo: OffPolicyConfig) -> float:
+        """Samples per insert (1 when sampling runs free: no rate is known)."""
+        return algo.replay.samples_per_insert or 1.0
+
     def store_memory(self, config: Config, spec: EnvSpec) -> int:
         """The buffer's preallocated arrays: the frame ring (each frame stored once, however
         many stacks and n-step targets refer to it), two frame-index stacks, the action,

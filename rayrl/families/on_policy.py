@@ -85,6 +85,9 @@ class OnPolicy:
     def persists(self, algo: OnPolicyConfig) -> bool:
         return False
 
+    def times_learned_from(self, algo: OnPolicyConfig) -> float:
+        return 1.0
+
     def store_memory(self, config: Config, spec: EnvSpec) -> int:
         """`algorithm.num_storages` unrolls of `num_steps` + 1 observations (the actions,
         rewards and behaviour outputs beside them are small against the observations)."""

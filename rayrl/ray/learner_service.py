@@ -139,7 +139,7 @@ class LearnerService:
         return bool(flag.item())
 
     def _build(self) -> None:
-        make_learner = ALGORITHMS[self.algorithm.name].make_learner
+        make_learner = ALGORITHMS[self.algorithm.name].build_learner
         self.learner = make_learner(self.algorithm, self.spec, self.settings, self.run)
         if self.start.state is not None:
             self.learner.load_state_dict(self.start.state)

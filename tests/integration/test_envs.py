@@ -186,3 +186,33 @@ def test_minatar_without_its_package_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "minatar.gym", None)
     with pytest.raises(ConfigError, match=r"pip install 'rayrl\[minatar\]'"):
         check_env(EnvConfig(id="MinAtar/SpaceInvaders-v1"))
+
+
+HOPPER = EnvConfig(id="Hopper-v5")
+
+
+def test_mujoco_ids_go_to_their_family_and_step_with_their_true_final_observation():
+    assert family_of("HalfCheetah-v5").name == "mujoco"
+    assert family_of("Hopper-v4").name == "mujoco"
+    spec = env_spec(HOPPER)
+    assert spec.observation_space.shape == (11,)
+    assert spec.observation_space.dtype == np.float32  # served as float32, not float64
+    assert spec.action_space.shape == (3,)
+    env = make_env(HOPPER, 2, training=True)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    ends = 0
+    for _ in range(200):  # random hoppers fall within tens of steps
+        step = env.step(rng.uniform(-1, 1, size=(2, 3)).astype(np.float32))
+        assert step.next_obs.dtype == np.float32
+        for i in np.flatnonzero(step.terminated):
+            ends += 1
+            assert not np.array_equal(step.next_obs[i], env.obs[i])
+    assert ends >= 2
+    env.close()
+
+
+def test_mujoco_without_its_package_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mujoco", None)
+    with pytest.raises(ConfigError, match=r"pip install 'rayrl\[mujoco\]'"):
+        check_env(HOPPER)

@@ -17,6 +17,7 @@ from tests.parts import policy_for
         ("cartpole_dqn", []),
         ("pong_dqn", ["env.max_episode_steps=50"]),  # a short, truncated game
         ("cartpole_impala", []),
+        ("hopper_sac", ["env.max_episode_steps=30"]),  # MuJoCo renders headless (EGL)
     ],
 )
 def test_recorded_episode_is_an_mp4_played_by_the_trained_policy_shape(preset, overrides):

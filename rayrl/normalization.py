@@ -1,0 +1,198 @@
+"""Observation normalisation whose running statistics travel with the weights.
+
+With `env.normalize.observations`, every network sees observations as
+clip((obs - mean) / sqrt(var + eps), -clip, clip), from running statistics that exist once,
+in the learner: `NormalizingLearner` updates them from each batch's raw observations (the
+workers' data, before it is normalized for the update), and publishes them inside the
+weights (`MOMENTS_PREFIX` keys beside the network's), so that every worker, the evaluator,
+each checkpoint (`latest.pt`, `best.pt`), `rayrl evaluate`, a warm start and a resume see
+exactly the statistics of the weights they hold. `NormalizingPolicy` strips them off and
+normalizes what it acts on.
+
+Why not gymnasium's `NormalizeObservation` wrapper: it keeps statistics per process, so
+each worker and the evaluator would normalize differently, and none of them would be in
+the checkpoint. The update is the parallel-variance merge (Chan et al.); with several
+learners the batch moments are summed over the process group first, so the statistics stay
+identical on every learner. Replay samples each transition about `samples_per_insert`
+times, so a sampled batch counts as `batch / samples_per_insert` observations: the
+statistics then weigh the run's history as the workers produced it, not by how often the
+learner happened to revisit it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from rayrl.core import ModelInfo, PolicyOutput, TransitionBatch, Unrolls
+
+MOMENTS_PREFIX = "observation_moments."
+"""Weight keys holding the statistics: `<prefix>mean`, `<prefix>var`, `<prefix>count`."""
+VARIANCE_EPSILON = 1e-8
+
+
+class RunningMoments:
+    """Mean and variance per observation element over everything seen, in float64."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.mean = np.zeros(shape, np.float64)
+        self.var = np.ones(shape, np.float64)
+        self.count = 0.0
+
+    def update(self, total: np.ndarray, total_sq: np.ndarray, size: float, weight: float) -> None:
+        """Merge a batch of `size` observations, given by their element-wise sum and sum of
+        squares, counted as `weight` observations each."""
+        if size <= 0:
+            return
+        batch_mean = total / size
+        batch_var = np.maximum(total_sq / size - batch_mean**2, 0.0)
+        count = size * weight
+        merged = self.count + count
+        delta = batch_mean - self.mean
+        self.mean = self.mean + delta * count / merged
+        m2 = self.var * self.count + batch_var * count + delta**2 * self.count * count / merged
+        self.var = m2 / merged
+        self.count = merged
+
+    def normalize(self, obs: np.ndarray, clip: float) -> np.ndarray:
+        scaled = (obs - self.mean) / np.sqrt(self.var + VARIANCE_EPSILON)
+        return np.clip(scaled, -clip, clip).astype(np.float32)
+
+    def as_weights(self) -> dict[str, np.ndarray]:
+        return {
+            f"{MOMENTS_PREFIX}mean": self.mean.copy(),
+            f"{MOMENTS_PREFIX}var": self.var.copy(),
+            f"{MOMENTS_PREFIX}count": np.array(self.count),
+        }
+
+    def load(self, weights: dict[str, np.ndarray]) -> None:
+        self.mean = np.array(weights[f"{MOMENTS_PREFIX}mean"], np.float64)
+        self.var = np.array(weights[f"{MOMENTS_PREFIX}var"], np.float64)
+        self.count = float(weights[f"{MOMENTS_PREFIX}count"])
+
+
+def split_moments(weights: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """(the network's weights, the statistics' keys) of published weights."""
+    network = {k: v for k, v in weights.items() if not k.startswith(MOMENTS_PREFIX)}
+    moments = {k: v for k, v in weights.items() if k.startswith(MOMENTS_PREFIX)}
+    return network, moments
+
+
+class NormalizingPolicy:
+    """A policy acting on normalized observations, with the statistics of its weights;
+    until the first weights with statistics arrive it acts on raw observations."""
+
+    def __init__(self, policy: Any, clip: float) -> None:
+        self.policy = policy
+        self.clip = clip
+        self.moments: RunningMoments | None = None
+
+    @property
+    def version(self) -> int:
+        return self.policy.version
+
+    def act(self, obs: np.ndarray, *, explore: bool, env_steps: int = 0) -> PolicyOutput:
+        if self.moments is not None:
+            obs = self.moments.normalize(obs, self.clip)
+        return self.policy.act(obs, explore=explore, env_steps=env_steps)
+
+    def set_weights(self, info: ModelInfo) -> None:
+        network, moments = split_moments(info.weights)
+        self.policy.set_weights(replace(info, weights=network))
+        if moments:
+            self.moments = self.moments or RunningMoments(())
+            self.moments.load(moments)
+
+
+def _observation_fields(batch: Any) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The raw observations a batch adds to the statistics (each env step once), and the
+    fields that hold observations."""
+    if isinstance(batch, TransitionBatch):
+        return batch.obs, ("obs", "next_obs")
+    if isinstance(batch, Unrolls):
+        return batch.obs[:, :-1], ("obs", "final_obs")  # obs[:, -1] opens the next unroll
+    names = ", ".join(f.name for f in fields(batch))
+    raise TypeError(f"cannot normalize the observations of a {type(batch).__name__} ({names})")
+
+
+class NormalizingLearner:
+    """A learner whose updates see normalized observations, and whose weights, warm starts
+    and checkpoints carry the statistics."""
+
+    def __init__(
+        self, learner: Any, observation_shape: tuple[int, ...], clip: float, reuse: float
+    ) -> None:
+        self.learner = learner
+        self.moments = RunningMoments(observation_shape)
+        self.clip = clip
+        self.reuse = reuse
+        """How often an item is sampled on average (replay's samples per insert; 1 for
+        unrolls, which are learned from once)."""
+
+    @property
+    def updates(self) -> int:
+        return self.learner.updates
+
+    @property
+    def device(self) -> Any:
+        return self.learner.device
+
+    @property
+    def nonfinite(self) -> Any:
+        return self.learner.nonfinite
+
+    def update(self, batch: Any) -> Any:
+        raw, names = _observation_fields(batch)
+        self._add(raw.reshape(-1, *self.moments.mean.shape))
+        normalized = {
+            name: self.moments.normalize(getattr(batch, name), self.clip) for name in names
+        }
+        return self.learner.update(replace(batch, **normalized))
+
+    def _add(self, obs: np.ndarray) -> None:
+        obs = obs.astype(np.float64)
+        total, total_sq, size = summed_over_learners(obs.sum(0), np.square(obs).sum(0), len(obs))
+        self.moments.update(total, total_sq, size, weight=1.0 / self.reuse)
+
+    def get_weights(self) -> ModelInfo:
+        info = self.learner.get_weights()
+        return replace(info, weights={**info.weights, **self.moments.as_weights()})
+
+    def set_policy_weights(self, info: ModelInfo) -> None:
+        network, moments = split_moments(info.weights)
+        self.learner.set_policy_weights(replace(info, weights=network))
+        if moments:
+            self.moments.load(moments)
+
+    def state_dict(self) -> dict[str, Any]:
+        moments = {k: torch.from_numpy(v) for k, v in self.moments.as_weights().items()}
+        return {**self.learner.state_dict(), "observation_moments": moments}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the learner and the statistics; a checkpoint saved without
+        normalisation (turned on by a resume) starts them afresh."""
+        self.learner.load_state_dict(state)
+        if "observation_moments" in state:
+            moments = state["observation_moments"]
+            self.moments.load({k: np.asarray(v) for k, v in moments.items()})
+
+
+def summed_over_learners(
+    total: np.ndarray, total_sq: np.ndarray, size: float
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The batch moments summed over the learners' process group, when there is one."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return total, total_sq, size
+    flat = torch.from_numpy(np.concatenate([total.ravel(), total_sq.ravel(), [size]]))
+    dist.all_reduce(flat)
+    summed = flat.numpy()
+    size = total.size
+    return (
+        summed[:size].reshape(total.shape),
+        summed[size : 2 * size].reshape(total.shape),
+        float(summed[-1]),
+    )

@@ -1,0 +1,178 @@
+"""Observation normalisation: the running statistics against numpy's mean and variance, the
+learner normalizing what it learns from, and the statistics travelling with the weights to
+workers, the evaluator, checkpoints, warm starts and resumes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rayrl.api import validate
+from rayrl.core import TransitionBatch, Unrolls
+from rayrl.envs import env_spec
+from rayrl.errors import ConfigError
+from rayrl.evaluation import Evaluator
+from rayrl.normalization import (
+    MOMENTS_PREFIX,
+    NormalizingLearner,
+    NormalizingPolicy,
+    RunningMoments,
+)
+from rayrl.presets import load_config
+from rayrl.worker import RolloutWorker
+from tests.parts import learner_for, policy_for
+
+NORMALIZED = ["env.normalize.observations=true", "algorithm.hidden_sizes=[16]"]
+
+
+def test_merged_moments_equal_numpys_over_everything_seen():
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(loc=3.0, scale=s, size=(n, 4)) for s, n in [(1, 5), (10, 50), (0.1, 7)]]
+    moments = RunningMoments((4,))
+    for batch in batches:
+        moments.update(batch.sum(0), np.square(batch).sum(0), len(batch), weight=1.0)
+    everything = np.concatenate(batches)
+    np.testing.assert_allclose(moments.mean, everything.mean(0), rtol=1e-10)
+    np.testing.assert_allclose(moments.var, everything.var(0), rtol=1e-9)
+    assert moments.count == len(everything)
+    # a replayed batch counts for its share: the mean is the same, the count a quarter
+    quarter = RunningMoments((4,))
+    for batch in batches:
+        quarter.update(batch.sum(0), np.square(batch).sum(0), len(batch), weight=0.25)
+    np.testing.assert_allclose(quarter.mean, everything.mean(0), rtol=1e-10)
+    assert quarter.count == pytest.approx(len(everything) / 4)
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    config = load_config("pendulum_sac", [*NORMALIZED, "learner.batch_size=32"])
+    return config, env_spec(config.env)
+
+
+def transitions(size: int, seed: int = 0) -> TransitionBatch:
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(loc=[1.0, -1.0, 5.0], scale=[0.5, 0.5, 3.0], size=(size, 3))
+    return TransitionBatch(
+        obs=obs.astype(np.float32),
+        actions=rng.uniform(-2, 2, size=(size, 1)).astype(np.float32),
+        rewards=rng.normal(size=size).astype(np.float32),
+        discounts=np.full(size, 0.99, np.float32),
+        next_obs=(obs + 0.1).astype(np.float32),
+        weights=np.ones(size, np.float32),
+        indices=np.arange(size),
+    )
+
+
+class Recording:
+    """Wraps a learner and keeps the batches it was given."""
+
+    def __init__(self, learner):
+        self.learner, self.batches = learner, []
+
+    def __getattr__(self, name):
+        return getattr(self.learner, name)
+
+    def update(self, batch):
+        self.batches.append(batch)
+        return self.learner.update(batch)
+
+
+def test_the_learner_learns_from_normalized_observations_and_publishes_their_moments(pendulum):
+    config, spec = pendulum
+    learner = learner_for(config, spec)
+    assert isinstance(learner, NormalizingLearner)
+    assert learner.reuse == config.algorithm.replay.samples_per_insert
+    recording = learner.learner = Recording(learner.learner)
+    batch = transitions(256)
+    learner.update(batch)
+    seen = recording.batches[0]
+    mean, std = batch.obs.mean(0), batch.obs.std(0)
+    np.testing.assert_allclose(seen.obs, (batch.obs - mean) / std, atol=1e-4)
+    np.testing.assert_allclose(seen.next_obs, (batch.next_obs - mean) / std, atol=1e-4)
+    np.testing.assert_array_equal(seen.rewards, batch.rewards)
+
+    weights = learner.get_weights().weights
+    np.testing.assert_allclose(weights[f"{MOMENTS_PREFIX}mean"], mean, rtol=1e-5)
+    assert float(weights[f"{MOMENTS_PREFIX}count"]) == pytest.approx(256 / learner.reuse)
+
+    # an outlier is clipped to env.normalize.clip
+    far = transitions(4)
+    far.obs[0, 2] = 1e6
+    learner.update(far)
+    assert recording.batches[-1].obs[0, 2] == pytest.approx(config.env.normalize.clip)
+
+
+def test_unrolls_count_each_step_once_and_normalize_their_final_observations():
+    config = load_config("cartpole_ppo", NORMALIZED)
+    learner = learner_for(config, env_spec(config.env))
+    assert learner.reuse == 1.0
+    recording = learner.learner = Recording(learner.learner)
+    rng = np.random.default_rng(1)
+    obs = rng.normal(loc=2.0, size=(64, 9, 4)).astype(np.float32)
+    unrolls = Unrolls(
+        obs=obs,
+        actions=rng.integers(0, 2, size=(64, 8)),
+        rewards=np.ones((64, 8), np.float32),
+        terminated=np.zeros((64, 8), bool),
+        truncated=np.zeros((64, 8), bool),
+        behaviour_logp=np.full((64, 8), np.log(0.5), np.float32),
+        final_obs=np.full((1, 4), 2.0, np.float32),
+        final_index=np.array([[0, 3]]),
+        policy_versions=np.zeros(64, np.int64),
+    )
+    learner.update(unrolls)
+    steps = obs[:, :-1].reshape(-1, 4)
+    assert learner.moments.count == len(steps)  # the bootstrap observation is not counted
+    np.testing.assert_allclose(learner.moments.mean, steps.mean(0), rtol=1e-6)
+    expected = (2.0 - steps.mean(0)) / np.sqrt(steps.var(0) + 1e-8)
+    np.testing.assert_allclose(recording.batches[0].final_obs[0], expected, atol=1e-5)
+
+
+def test_workers_and_the_evaluator_act_on_the_learners_statistics(pendulum):
+    config, spec = pendulum
+    learner = learner_for(config, spec)
+    for seed in range(3):
+        learner.update(transitions(64, seed))
+    info = learner.get_weights()
+    worker = RolloutWorker(config.env, config.workers, config.algorithm, config.run.seed, 0)
+    evaluator = Evaluator(config.env, config.algorithm, episodes=2, run_seed=config.run.seed)
+    plain = policy_for(load_config("pendulum_sac", ["algorithm.hidden_sizes=[16]"]), spec, None)
+    for policy in (worker.policy, evaluator.policy):
+        assert isinstance(policy, NormalizingPolicy)
+        policy.set_weights(info)
+        np.testing.assert_array_equal(policy.moments.mean, learner.moments.mean)
+        np.testing.assert_array_equal(policy.moments.var, learner.moments.var)
+    # the evaluator's action is the plain policy's on the normalized observation
+    network = {k: v for k, v in info.weights.items() if MOMENTS_PREFIX not in k}
+    plain.set_weights(type(info)(info.version, network))
+    obs = transitions(8, seed=7).obs
+    normalized = learner.moments.normalize(obs, config.env.normalize.clip)
+    np.testing.assert_array_equal(
+        evaluator.policy.act(obs, explore=False).actions,
+        plain.act(normalized, explore=False).actions,
+    )
+    worker.close()
+    evaluator.close()
+
+
+def test_statistics_survive_a_checkpoint_and_a_warm_start(pendulum):
+    config, spec = pendulum
+    learner = learner_for(config, spec)
+    learner.update(transitions(64))
+    state = learner.state_dict()
+    assert isinstance(state["observation_moments"][f"{MOMENTS_PREFIX}mean"], torch.Tensor)
+    resumed = learner_for(config, spec)
+    resumed.load_state_dict(state)
+    np.testing.assert_array_equal(resumed.moments.mean, learner.moments.mean)
+    assert resumed.moments.count == learner.moments.count
+    assert resumed.updates == 1
+    warm = learner_for(config, spec)
+    warm.set_policy_weights(learner.get_weights())
+    np.testing.assert_array_equal(warm.moments.var, learner.moments.var)
+
+
+def test_normalisation_is_refused_for_frames_and_grids():
+    config = load_config("minatar_ppo", ["env.normalize.observations=true"])
+    with pytest.raises(ConfigError, match=r"env\.normalize\.observations=true needs float"):
+        validate(config)
