@@ -105,6 +105,10 @@ FOLLOWS = {
     "minatar_dqn": "Nature DQN's epsilon 0.05 (the MinAtar paper reports training returns)",
     "minatar_impala": "the policy's samples (the MinAtar paper reports training returns)",
     "minatar_ppo": "the policy's samples, as gymnax-blines evaluates",
+    "pendulum_sac": "SB3 rl-zoo's (deterministic actions; -200 counts as solved)",
+    "halfcheetah_sac": "CleanRL's SAC (deterministic actions); CleanRL reports training returns",
+    "hopper_sac": "CleanRL's SAC (deterministic actions); CleanRL reports training returns",
+    "halfcheetah_ppo": "CleanRL's PPO reports training returns; here the Gaussian's mean",
 }
 """Which published evaluation protocol each preset follows."""
 
@@ -125,11 +129,17 @@ def protocols() -> list[str]:
         algo, env = config.algorithm, config.env
         if hasattr(algo, "eval_epsilon"):
             acting = f"epsilon-greedy, {algo.eval_epsilon:g}"
-        else:
+        elif hasattr(algo, "eval_policy"):
             acting = {"sample": "sampled", "greedy": "greedy"}[algo.eval_policy]
+        else:
+            acting = "deterministic (SAC's squashed mean)"
         signal = ", ".join(
             text
-            for on, text in ((env.clip_rewards, "clipped"), (env.terminal_on_life_loss, "life"))
+            for on, text in (
+                (env.clip_rewards, "clipped"),
+                (env.terminal_on_life_loss, "life"),
+                (env.normalize.observations, "normalized observations"),
+            )
             if on
         )
         lines.append(

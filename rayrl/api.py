@@ -23,6 +23,7 @@ from rayrl.core import EvalResult
 from rayrl.envs import check_env, check_normalization, env_spec, eval_env_config
 from rayrl.errors import CheckpointError, ConfigError, UserError
 from rayrl.evaluation import Evaluator
+from rayrl.normalization import normalization_mismatch
 from rayrl.presets import load_config, saved_config, with_overrides
 from rayrl.recorders import Recorder, Recorders, make_recorders
 from rayrl.run_policy import TrainResult
@@ -51,6 +52,10 @@ def validate(config: Config, checkpoint: dict[str, Any] | None = None) -> None:
     elif (weights := warm_start(config.run.init_checkpoint, config.algorithm.name)) is not None:
         sources.append((f"run.init_checkpoint={config.run.init_checkpoint!r}", weights))
     for what, weights in sources:
+        if (
+            problem := normalization_mismatch(weights, spec.observation_clip is not None)
+        ) is not None:
+            raise CheckpointError(f"{what} {problem}")
         try:
             policy.set_weights(weights)
         except (RuntimeError, KeyError) as exc:

@@ -14,9 +14,15 @@ each worker and the evaluator would normalize differently, and none of them woul
 the checkpoint. The update is the parallel-variance merge (Chan et al.); with several
 learners the batch moments are summed over the process group first, so the statistics stay
 identical on every learner. Replay samples each transition about `samples_per_insert`
-times, so a sampled batch counts as `batch / samples_per_insert` observations: the
-statistics then weigh the run's history as the workers produced it, not by how often the
-learner happened to revisit it.
+times, so a sampled batch counts as `batch / samples_per_insert` observations, which keeps
+the count at about the workers' env steps. The statistics are those of what the learner
+samples: the replay's contents (uniform replay weighs older transitions, which stay longer,
+a little more than the stream did; prioritized replay leans towards large TD errors), not
+exactly the workers' stream. Rows that are not finite (a NaN from a broken env) are left
+out, so that one cannot poison the statistics that every later input goes through.
+
+torch is imported where it is used: the experience actor imports this module (through the
+contract) and starts without torch.
 """
 
 from __future__ import annotations
@@ -25,8 +31,6 @@ from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
-import torch
-import torch.distributed as dist
 
 from rayrl.core import ModelInfo, PolicyOutput, TransitionBatch, Unrolls
 
@@ -80,6 +84,20 @@ def split_moments(weights: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray]
     network = {k: v for k, v in weights.items() if not k.startswith(MOMENTS_PREFIX)}
     moments = {k: v for k, v in weights.items() if k.startswith(MOMENTS_PREFIX)}
     return network, moments
+
+
+def normalization_mismatch(info: ModelInfo, normalized: bool) -> str | None:
+    """What is wrong with starting from `info` when the run does (or does not) normalize
+    observations, if anything: weights trained on normalized inputs would be fed raw ones,
+    or the other way round, and act on inputs they never saw."""
+    trained_normalized = any(key.startswith(MOMENTS_PREFIX) for key in info.weights)
+    if trained_normalized == normalized:
+        return None
+    was, now = ("with", "false") if trained_normalized else ("without", "true")
+    return (
+        f"was trained {was} normalized observations, and env.normalize.observations={now}; "
+        f"set env.normalize.observations={'true' if trained_normalized else 'false'}"
+    )
 
 
 class NormalizingPolicy:
@@ -155,7 +173,10 @@ class NormalizingLearner:
 
     def _add(self, obs: np.ndarray) -> None:
         obs = obs.astype(np.float64)
-        total, total_sq, size = summed_over_learners(obs.sum(0), np.square(obs).sum(0), len(obs))
+        obs = obs[np.isfinite(obs).reshape(len(obs), -1).all(axis=1)]
+        total, total_sq, size = summed_over_learners(
+            obs.sum(0), np.square(obs).sum(0), len(obs), self.learner.device
+        )
         self.moments.update(total, total_sq, size, weight=1.0 / self.reuse)
 
     def get_weights(self) -> ModelInfo:
@@ -169,27 +190,33 @@ class NormalizingLearner:
             self.moments.load(moments)
 
     def state_dict(self) -> dict[str, Any]:
+        import torch
+
         moments = {k: torch.from_numpy(v) for k, v in self.moments.as_weights().items()}
         return {**self.learner.state_dict(), "observation_moments": moments}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the learner and the statistics; a checkpoint saved without
-        normalisation (turned on by a resume) starts them afresh."""
+        """Restore the learner and the statistics (a run cannot resume across a change of
+        `env.normalize.observations`: `normalization_mismatch`)."""
         self.learner.load_state_dict(state)
-        if "observation_moments" in state:
-            moments = state["observation_moments"]
-            self.moments.load({k: np.asarray(v) for k, v in moments.items()})
+        moments = state["observation_moments"]
+        self.moments.load({k: np.asarray(v) for k, v in moments.items()})
 
 
 def summed_over_learners(
-    total: np.ndarray, total_sq: np.ndarray, size: float
+    total: np.ndarray, total_sq: np.ndarray, size: float, device: Any
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """The batch moments summed over the learners' process group, when there is one."""
+    """The batch moments summed over the learners' process group, when there is one (on
+    the learners' device: NCCL reduces GPU tensors only)."""
+    import torch
+    import torch.distributed as dist
+
     if not (dist.is_available() and dist.is_initialized()):
         return total, total_sq, size
     flat = torch.from_numpy(np.concatenate([total.ravel(), total_sq.ravel(), [size]]))
+    flat = flat.to(device)
     dist.all_reduce(flat)
-    summed = flat.numpy()
+    summed = flat.cpu().numpy()
     size = total.size
     return (
         summed[:size].reshape(total.shape),

@@ -52,6 +52,10 @@ class TorchLearner(ABC):
         self.nonfinite = NonFiniteSteps()
         self._skipped_in_update = -1
         """The update (by its count) that last had a step skipped."""
+        self._stepping_update = -1
+        """The update (by its count) that the latest step belonged to."""
+        self._in_a_row_before = 0
+        """Updates with a skipped step in a row before the one being stepped."""
         self._configured_rates: list[tuple[torch.optim.Optimizer, float]] = []
         """Each optimizer `make_optimizer` built, with the learning rate it was built at."""
 
@@ -101,22 +105,26 @@ class TorchLearner(ABC):
         gradients are all-reduced first, so the norm, and the decision, is the same on all
         of them (a loss can be infinite on one learner while its clipped gradient is not).
         Reading it costs one device sync per step. Each of a learner's optimizers is
-        guarded alone: a skipped critic step leaves the actor's step of the same update
-        alone, and the update counts once."""
+        guarded alone (a skipped critic step leaves the actor's step of the same update
+        alone); an update with any skipped step counts once, and in a row, whichever of its
+        steps it was."""
+        if self._stepping_update != self.updates:  # the first step of this update
+            self._stepping_update = self.updates
+            self._in_a_row_before = self.nonfinite.in_a_row
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         max_norm = self.settings.max_grad_norm or math.inf
         grad_norm = nn.utils.clip_grad_norm_(parameters, max_norm)
         if torch.isfinite(grad_norm):
             optimizer.step()
-            if self._skipped_in_update != self.updates:
+            if self._skipped_in_update != self.updates:  # this update is clean so far
                 self.nonfinite.in_a_row = 0
         else:
             optimizer.zero_grad(set_to_none=True)
             if self._skipped_in_update != self.updates:  # count each update once
                 self._skipped_in_update = self.updates
                 self.nonfinite.skipped += 1
-                self.nonfinite.in_a_row += 1
+            self.nonfinite.in_a_row = self._in_a_row_before + 1
         return grad_norm
 
     @abstractmethod

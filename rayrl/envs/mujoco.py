@@ -5,13 +5,17 @@ The envs are gymnasium's own, in a synchronous vector env as for plain ids; what
 adds is knowing its ids (those whose registered entry point is gymnasium's MuJoCo package),
 naming the extra when `mujoco` is missing, before anything starts, and headless rendering
 for videos: MuJoCo renders through OpenGL, which on a machine without a display needs
-EGL, so the family selects it (`MUJOCO_GL=egl`) unless the user chose a backend.
+EGL, so the family selects it (`MUJOCO_GL=egl`) unless the user chose a backend. MuJoCo's
+own warnings go to this module's logger, each message once per process, instead of a
+`MUJOCO_LOG.TXT` it would write into the working directory (gymnasium's HalfCheetah model
+raises a deprecation warning each time it is built; those are logged at debug level).
 Observation normalisation, which MuJoCo policies usually want, is `env.normalize`, a
 setting of every family with vector observations.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 
@@ -23,15 +27,28 @@ from rayrl.errors import ConfigError
 
 ENTRY_POINT_PREFIX = "gymnasium.envs.mujoco"
 
+logger = logging.getLogger(__name__)
+_warned: set[str] = set()
+
+
+def _log_warning(message: str) -> None:
+    if message in _warned:
+        return
+    _warned.add(message)
+    level = logging.DEBUG if "deprecated" in message else logging.WARNING
+    logger.log(level, "MuJoCo: %s", message)
+
 
 def require_mujoco() -> None:
-    """Raise a `ConfigError` naming the extra if the `mujoco` package is missing."""
+    """Raise a `ConfigError` naming the extra if the `mujoco` package is missing; route
+    MuJoCo's warnings to the log."""
     try:
-        import mujoco  # noqa: F401
+        import mujoco
     except ImportError:
         raise ConfigError(
             "MuJoCo ids need the mujoco package: pip install 'rayrl[mujoco]'"
         ) from None
+    mujoco.set_mju_user_warning(_log_warning)
 
 
 class MuJoCo(PlainGymnasium):

@@ -122,7 +122,9 @@ class LearnerService:
         """Join the learners' process group (blocks until all have joined), then build."""
         host, port = address
         on_gpu = torch.cuda.is_available() and self.settings.device != "cpu"
-        backend = "nccl" if on_gpu else "gloo"
+        # NCCL reduces GPU tensors only; the group's small CPU reductions (whether every
+        # learner got a batch) go through gloo
+        backend = "cpu:gloo,cuda:nccl" if on_gpu else "gloo"
         dist.init_process_group(
             backend, init_method=f"tcp://{host}:{port}", rank=rank, world_size=world_size
         )

@@ -4,10 +4,12 @@ statistics reach the checkpoint, evaluation and a resumed run."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 import rayrl
 from rayrl.checkpoint import load_checkpoint
+from rayrl.errors import CheckpointError
 from rayrl.normalization import MOMENTS_PREFIX
 
 COUNT = f"{MOMENTS_PREFIX}count"
@@ -64,3 +66,6 @@ def test_a_resumed_run_goes_on_from_its_statistics(tiny_run, tmp_path):
     assert float(published[COUNT]) == resumed.counters.updates
     evaluation = rayrl.evaluate(resumed.run_dir, episodes=2, which="latest")
     assert len(evaluation.returns) == 2
+    # weights trained on normalized inputs are not fed raw ones
+    with pytest.raises(CheckpointError, match=r"set env\.normalize\.observations=true"):
+        rayrl.train(resume=first.run_dir, overrides=["env.normalize.observations=false"])

@@ -18,6 +18,7 @@ from rayrl.normalization import (
     NormalizingLearner,
     NormalizingPolicy,
     RunningMoments,
+    normalization_mismatch,
 )
 from rayrl.presets import load_config
 from rayrl.worker import RolloutWorker
@@ -176,3 +177,13 @@ def test_normalisation_is_refused_for_frames_and_grids():
     config = load_config("minatar_ppo", ["env.normalize.observations=true"])
     with pytest.raises(ConfigError, match=r"env\.normalize\.observations=true needs float"):
         validate(config)
+
+
+def test_weights_trained_with_normalisation_are_refused_without_it_and_back(pendulum):
+    config, spec = pendulum
+    normalized = learner_for(config, spec).get_weights()
+    plain_config = load_config("pendulum_sac", ["algorithm.hidden_sizes=[16]"])
+    plain = learner_for(plain_config, env_spec(plain_config.env)).get_weights()
+    assert normalization_mismatch(normalized, normalized=True) is None
+    assert "set env.normalize.observations=true" in normalization_mismatch(normalized, False)
+    assert "set env.normalize.observations=false" in normalization_mismatch(plain, True)

@@ -10,9 +10,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
 
 from rayrl.core import TransitionBatch
 from rayrl.envs import env_spec
+from rayrl.envs.spec import EnvSpec
 from rayrl.errors import ConfigError
 from rayrl.presets import load_config
 from tests.parts import learner_for, policy_for
@@ -24,6 +26,22 @@ SMALL = ["algorithm.hidden_sizes=[32, 32]", "learner.batch_size=16"]
 def pendulum():
     config = load_config("pendulum_sac", SMALL)
     return config, env_spec(config.env)
+
+
+UNEVEN = EnvSpec(
+    observation_space=spaces.Box(-np.inf, np.inf, shape=(5,), dtype=np.float32),
+    action_space=spaces.Box(
+        np.array([-1.0, 0.0, -3.0], np.float32), np.array([1.0, 2.0, 5.0], np.float32)
+    ),
+    frame_stack=None,
+)
+"""Three action dimensions with uneven, off-centre bounds (Pendulum's one is symmetric)."""
+
+
+@pytest.fixture(scope="module", params=["pendulum", "uneven"])
+def case(request, pendulum):
+    config, spec = pendulum
+    return (config, spec) if request.param == "pendulum" else (config, UNEVEN)
 
 
 def random_batch(spec, size=16, seed=0, discounts=None) -> TransitionBatch:
@@ -71,10 +89,10 @@ def reference_sample(actor, obs: torch.Tensor, noise: torch.Tensor):
     return torch.stack(actions), torch.stack(logps)
 
 
-def test_the_squashed_log_probability_is_the_transformed_gaussians(pendulum):
-    config, spec = pendulum
+def test_the_squashed_log_probability_is_the_transformed_gaussians(case):
+    config, spec = case
     actor = learner_for(config, spec).actor
-    obs = torch.randn(64, 3)
+    obs = torch.randn(64, spec.observation_space.shape[0])
     actions, logp = actor.sample(obs, torch.Generator().manual_seed(0))
     mean, log_std = actor(obs)
     scale, bias = actor.action_scale, actor.action_bias
@@ -85,21 +103,34 @@ def test_the_squashed_log_probability_is_the_transformed_gaussians(pendulum):
             torch.distributions.AffineTransform(bias, scale),
         ],
     )
-    inside = actions.abs().squeeze(-1) < 0.999 * scale  # away from where the epsilon matters
+    # away from the bounds, where the epsilon inside the logarithm matters
+    inside = ((actions - bias).abs() < 0.999 * scale).all(-1)
     expected = squashed.log_prob(actions).sum(-1)
     torch.testing.assert_close(logp[inside], expected[inside], rtol=1e-4, atol=1e-4)
-    assert torch.all(actions.abs() <= scale + bias)
+    low, high = (torch.from_numpy(b) for b in (spec.action_space.low, spec.action_space.high))
+    assert torch.all((actions >= low) & (actions <= high))
 
 
-def test_critic_loss_and_gradients_match_the_per_sample_reference(pendulum):
-    config, spec = pendulum
-    learner = learner_for(config, spec)
+def perturbed(learner):
+    """The learner with target critics that differ from the online ones (a fresh learner's
+    are copies, which would hide a mix-up of the two)."""
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for parameter in learner.target_critics.parameters():
+            parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator))
+    return learner
+
+
+def test_critic_loss_and_gradients_match_the_per_sample_reference(case):
+    config, spec = case
+    learner = perturbed(learner_for(config, spec))
     batch = tensors(learner, random_batch(spec))
     state = learner.generator.get_state()
     loss, td_errors = learner.critic_loss(batch)
     grads = torch.autograd.grad(loss, list(learner.critics.parameters()))
 
-    noise = torch.randn(16, 1, generator=torch.Generator().set_state(state))
+    dims = spec.action_space.shape[0]
+    noise = torch.randn(16, dims, generator=torch.Generator().set_state(state))
     alpha = learner.log_alpha.exp().item()
     with torch.no_grad():
         next_actions, next_logp = reference_sample(learner.actor, batch["next_obs"], noise)
@@ -121,16 +152,17 @@ def test_critic_loss_and_gradients_match_the_per_sample_reference(pendulum):
         torch.testing.assert_close(grad, expected, rtol=1e-4, atol=1e-6)
 
 
-def test_actor_and_temperature_losses_and_gradients_match_the_reference(pendulum):
-    config, spec = pendulum
-    learner = learner_for(config, spec)
+def test_actor_and_temperature_losses_and_gradients_match_the_reference(case):
+    config, spec = case
+    learner = perturbed(learner_for(config, spec))
     obs = torch.from_numpy(random_batch(spec).obs)
     state = learner.generator.get_state()
     loss, logp = learner.actor_loss(obs)
     grads = torch.autograd.grad(loss, list(learner.actor.parameters()))
     assert all(p.requires_grad for p in learner.critics.parameters())  # restored after
 
-    noise = torch.randn(16, 1, generator=torch.Generator().set_state(state))
+    dims = spec.action_space.shape[0]
+    noise = torch.randn(16, dims, generator=torch.Generator().set_state(state))
     alpha = learner.log_alpha.exp().item()
     actions, reference_logp = reference_sample(learner.actor, obs, noise)
     terms = []
@@ -150,7 +182,7 @@ def test_actor_and_temperature_losses_and_gradients_match_the_reference(pendulum
     per_sample = [-alpha * (lp.item() + learner.target_entropy) for lp in logp]
     assert alpha_loss.item() == pytest.approx(np.mean(per_sample), rel=1e-5)
     assert alpha_grad.item() == pytest.approx(np.mean(per_sample), rel=1e-5)  # d/dlog a of a
-    assert learner.target_entropy == -1.0  # minus the action dimension
+    assert learner.target_entropy == -dims  # minus the action dimension
 
 
 def test_the_temperature_rises_when_the_policy_is_less_random_than_its_target(pendulum):
@@ -213,6 +245,21 @@ def test_each_part_trains_at_its_configured_rate_after_a_restore(pendulum):
     for name, value in learner.target_critics.state_dict().items():
         torch.testing.assert_close(restored.target_critics.state_dict()[name], value)
     assert restored.actor_optimizer.state_dict()["state"][0]["step"].item() == 1
+
+
+def test_a_part_that_keeps_failing_after_good_steps_counts_in_a_row(pendulum):
+    """The temperature is stepped last: its non-finite steps must add up over updates even
+    though the critics' and the actor's steps of the same updates succeed."""
+    config, spec = pendulum
+    learner = learner_for(config, spec)
+    learner.target_entropy = float("nan")
+    for _ in range(3):
+        learner.update(random_batch(spec))
+    assert learner.nonfinite.skipped == 3
+    assert learner.nonfinite.in_a_row == 3
+    learner.target_entropy = -1.0
+    learner.update(random_batch(spec))
+    assert learner.nonfinite.in_a_row == 0
 
 
 def test_a_nan_reward_skips_the_critic_step_and_counts_once(pendulum):
