@@ -147,11 +147,12 @@ def report(args: argparse.Namespace, env_id: str, rows: dict[str, list[dict]]) -
     print("|---|---|---|---|---|")
     for who, runs in rows.items():
         reached = [r["steps_to_target"] for r in runs]
-        to_target = (
-            median_range([float(s) for s in reached], "{:,.0f}")
-            if None not in reached
-            else f"{sum(s is not None for s in reached)}/{len(reached)} reached"
-        )
+        if args.target in (None, "none"):
+            to_target = "-"
+        elif None in reached:
+            to_target = f"{sum(s is not None for s in reached)}/{len(reached)} reached"
+        else:
+            to_target = median_range([float(s) for s in reached], "{:,.0f}")
         finals = [r["final_return"] for r in runs]
         print(
             f"| {who} | {statistics.mean(finals):,.1f} ({min(finals):,.1f} to "

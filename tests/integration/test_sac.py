@@ -46,9 +46,11 @@ def test_sac_learns_pendulum_with_normalized_observations(ray_cluster, tmp_path)
     assert np.all(published[f"{MOMENTS_PREFIX}var"].numpy() > 0)
 
 
-def test_a_resumed_run_goes_on_from_its_statistics(tiny_run, tmp_path):
-    """The local runtime, then a resume: the statistics go on counting from the checkpoint's
-    (a fresh start would count only the resumed segment's updates)."""
+def test_a_resumed_run_goes_on_from_its_statistics_and_its_replay(tiny_run, tmp_path):
+    """The local runtime with the off-policy family's options (prioritized 3-step replay
+    saved with the checkpoints), then a resume: the statistics go on counting from the
+    checkpoint's (a fresh start would count only the resumed segment's updates), and the
+    replay comes back."""
     common = [
         *tiny_run,
         "run.runtime=local",
@@ -56,13 +58,18 @@ def test_a_resumed_run_goes_on_from_its_statistics(tiny_run, tmp_path):
         "algorithm.hidden_sizes=[32, 32]",
         "algorithm.random_env_steps=200",
         "algorithm.replay.min_size=256",
+        "algorithm.n_step=3",
+        "algorithm.replay.prioritized=true",
+        "algorithm.replay.save_with_checkpoint=true",
     ]
     first = rayrl.train("pendulum_sac", overrides=[*common, "run.total_env_steps=1024"])
     _, saved, _ = moments(first.run_dir / "checkpoints" / "latest.pt")
     assert float(saved[COUNT]) == first.counters.updates > 0
+    assert (first.run_dir / "checkpoints" / "replay.npz").is_file()
     resumed = rayrl.train(resume=first.run_dir, overrides=["run.total_env_steps=2048"])
     _, published, _ = moments(resumed.run_dir / "checkpoints" / "latest.pt")
-    assert resumed.counters.updates > first.counters.updates
+    # the refilled replay needs no warm-up: an update for each of the 1,024 new env steps
+    assert resumed.counters.updates - first.counters.updates > 1024 - 256
     assert float(published[COUNT]) == resumed.counters.updates
     evaluation = rayrl.evaluate(resumed.run_dir, episodes=2, which="latest")
     assert len(evaluation.returns) == 2
