@@ -216,3 +216,11 @@ def test_mujoco_without_its_package_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "mujoco", None)
     with pytest.raises(ConfigError, match=r"pip install 'rayrl\[mujoco\]'"):
         check_env(HOPPER)
+
+
+def test_mujoco_warnings_go_to_the_log_not_a_file_in_the_working_directory(tmp_path, monkeypatch):
+    """Gymnasium's HalfCheetah model raises a deprecation warning each time it is built,
+    which MuJoCo would append to a MUJOCO_LOG.TXT in the working directory."""
+    monkeypatch.chdir(tmp_path)
+    make_env(EnvConfig(id="HalfCheetah-v5"), 1, training=False).close()
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
