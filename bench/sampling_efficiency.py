@@ -46,6 +46,7 @@ def bare_loop(preset: str, seconds: float, inference: bool, queue: mp.Queue) -> 
     config = load_config(preset)
     env = ATARI.make_vector_env(config.env, ENVS, num_threads=1)
     obs, _ = env.reset(seed=0)
+    episode_starts = np.ones(ENVS, dtype=bool)
     acting = Acting(config.run.seed, 0, ENVS, 1)
     make_policy = ALGORITHMS[config.algorithm.name].make_policy
     policy = make_policy(config.algorithm, env_spec(config.env), acting)
@@ -53,10 +54,11 @@ def bare_loop(preset: str, seconds: float, inference: bool, queue: mp.Queue) -> 
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         if inference:
-            actions = policy.act(obs, explore=True).actions
+            actions = policy.act(obs, episode_starts, explore=True).actions
         else:
             actions = rng.integers(0, 6, size=ENVS)
-        obs, *_ = env.step(actions)
+        obs, _, terminated, truncated, _ = env.step(actions)
+        episode_starts = terminated | truncated
         steps += ENVS
     queue.put(steps / (time.perf_counter() - start))
 

@@ -23,7 +23,7 @@ from rayrl.core import EvalResult
 from rayrl.envs import check_env, check_normalization, env_spec, eval_env_config
 from rayrl.errors import CheckpointError, ConfigError, UserError
 from rayrl.evaluation import Evaluator
-from rayrl.normalization import normalization_mismatch
+from rayrl.normalization import normalization_mismatch, reward_normalization_mismatch
 from rayrl.presets import load_config, saved_config, with_overrides
 from rayrl.recorders import Recorder, Recorders, make_recorders
 from rayrl.run_policy import TrainResult
@@ -48,6 +48,9 @@ def validate(config: Config, checkpoint: dict[str, Any] | None = None) -> None:
     policy = ALGORITHMS[config.algorithm.name].build_policy(config.algorithm, spec, acting)
     sources = []
     if checkpoint is not None:
+        rewards = reward_normalization_mismatch(checkpoint["learner"], spec.reward_clip is not None)
+        if rewards is not None:
+            raise CheckpointError(f"the checkpoint to resume from {rewards}")
         sources.append(("the checkpoint to resume from", policy_of(checkpoint)))
     elif (weights := warm_start(config.run.init_checkpoint, config.algorithm.name)) is not None:
         sources.append((f"run.init_checkpoint={config.run.init_checkpoint!r}", weights))

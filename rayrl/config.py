@@ -80,16 +80,21 @@ def ray_gpus_problem(amount: float) -> str | None:
 
 @dataclass(frozen=True)
 class NormalizeConfig:
-    """Observation normalisation (`rayrl.normalization`), for vector observations
-    of any env family (MuJoCo, classic control): the running statistics live in the learner
-    and travel with the weights, so workers, evaluation, checkpoints and resumes all see the
-    same inputs."""
+    """Observation and reward normalisation (`rayrl.normalization`): the running statistics
+    live in the learner; the observations' travel with the weights, so workers, evaluation,
+    checkpoints and resumes all see the same inputs."""
 
     observations: bool = False
     """Feed every network (obs - mean) / std from running statistics of the observations
     the workers collect; needs float observations (Box), not frames or grids."""
+    rewards: bool = False
+    """Learn from rewards divided by the standard deviation of a running discounted return
+    (with the algorithm's gamma; SB3's VecNormalize, CleanRL's NormalizeReward), so that
+    values and their gradients have about unit scale whatever the task's reward scale.
+    On-policy algorithms (ppo, impala); episode returns are reported unscaled."""
     clip: float = bounded(10.0, gt=0.0)
-    """Normalized observations are clipped to [-clip, clip] (SB3's VecNormalize default)."""
+    """Normalized observations and rewards are clipped to [-clip, clip] (SB3's VecNormalize
+    default)."""
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ algorithm module states only what is its own. Both runtimes use only what is wri
     store = algorithm.family.make_store(algorithm.family.store_settings(config, spec))
     learner = algorithm.build_learner(config.algorithm, spec, config.learner, config.run)
 
-    out = policy.act(obs, explore=True, env_steps=n)       # worker: act, step, process
-    processor.process(env.step(out.actions, out.extras), policy.version)
+    out = policy.act(env.obs, env.episode_starts, explore=True, env_steps=n)  # worker
+    processor.process(env.step(out.actions, out.extras, out.state), policy.version)
     store.add(processor.flush())                           # a chunk per request
     (batch,) = store.sample(batch_size, 1, learner.updates)
     result = learner.update(batch)                         # one optimization step
@@ -87,14 +87,28 @@ class Acting:
 
 
 class Policy(Protocol):
-    """Acts in the workers and the evaluator (CPU, no optimizer)."""
+    """Acts in the workers and the evaluator (CPU, no optimizer).
+
+    A policy acts for the same envs, one step at a time, so it may carry per-env state
+    between calls (a recurrent core's); it starts that state afresh for the envs whose
+    observation begins an episode, and reports the state it acted from in
+    `PolicyOutput.state`. Feed-forward policies ignore `episode_starts`."""
 
     version: int
     """The version of the weights it acts with (0 before any arrive)."""
 
-    def act(self, obs: np.ndarray, *, explore: bool, env_steps: int = 0) -> PolicyOutput:
-        """Actions for a batch of observations; `explore` is False for evaluation;
-        `env_steps` (the run's) drives exploration schedules."""
+    def act(
+        self,
+        obs: np.ndarray,
+        episode_starts: np.ndarray,
+        *,
+        explore: bool,
+        env_steps: int = 0,
+    ) -> PolicyOutput:
+        """Actions for a batch of observations, one per env; `episode_starts` (bool, one per
+        env) is True where `obs` begins an episode (all True on the first call after a
+        reset); `explore` is False for evaluation; `env_steps` (the run's) drives
+        exploration schedules."""
         ...
 
     def set_weights(self, info: ModelInfo) -> None: ...
@@ -263,11 +277,9 @@ class Algorithm(Generic[C]):
     def build_learner(
         self, algo: C, spec: EnvSpec, settings: LearnerConfig, run: RunConfig
     ) -> Learner:
-        """The algorithm's learner, learning from normalized observations and publishing
-        their statistics when the spec says so: what the runtimes train."""
+        """The algorithm's learner, learning from normalized observations (publishing their
+        statistics) or rewards when the spec says so: what the runtimes train."""
         learner = self.make_learner(algo, spec, settings, run)
-        if spec.observation_clip is None:
+        if spec.observation_clip is None and spec.reward_clip is None:
             return learner
-        shape = spec.observation_space.shape or ()
-        reuse = self.family.times_learned_from(algo)
-        return NormalizingLearner(learner, shape, spec.observation_clip, reuse)
+        return NormalizingLearner(learner, spec, self.family.times_learned_from(algo))

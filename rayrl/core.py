@@ -12,7 +12,8 @@ travels through Ray's object store without copies; torch tensors never cross a p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import cast
 
 import numpy as np
 
@@ -57,6 +58,8 @@ class StepBatch:
     """True where the env restarted after this step, so the next `obs` begins a new episode."""
     extras: dict[str, np.ndarray] = field(default_factory=dict)
     """Policy outputs the processor may keep, e.g. behaviour log-probs and values."""
+    state: dict[str, np.ndarray] = field(default_factory=dict)
+    """The recurrent state the policy acted from (see `PolicyOutput.state`)."""
 
 
 @dataclass
@@ -66,6 +69,9 @@ class PolicyOutput:
     actions: np.ndarray
     extras: dict[str, np.ndarray] = field(default_factory=dict)
     """Algorithm-specific per-env outputs (IMPALA: behaviour log-probs)."""
+    state: dict[str, np.ndarray] = field(default_factory=dict)
+    """A recurrent policy's per-env state before this step (after the resets of the envs
+    that began an episode), each (num_envs, ...); empty for feed-forward policies."""
 
 
 @dataclass
@@ -103,6 +109,11 @@ class Unrolls:
     is the observation acted on at step t and `obs[e, T]` the one after the last step (the
     bootstrap observation). A step that ended in a truncation bootstraps from its true final
     observation, kept in `final_obs` at `final_index` (unroll, step).
+
+    What the policy reported travels generically: `extras` per step (the behaviour
+    log-probabilities, "logp"), `initial_state` per unroll (a recurrent policy's state before
+    its first step), so that an algorithm can add its own without this class, the
+    processor or the queue naming them.
     """
 
     obs: np.ndarray
@@ -115,14 +126,22 @@ class Unrolls:
     """bool (E, T): no bootstrap after this step."""
     truncated: np.ndarray
     """bool (E, T): the episode was cut after this step; bootstrap from its final obs."""
-    behaviour_logp: np.ndarray
-    """float32 (E, T): log-probability of each action under the policy that acted."""
+    env_reset: np.ndarray
+    """bool (E, T): the env began a new episode after this step, so `obs[e, t + 1]` is a
+    reset observation (differs from `terminated | truncated` where a lost life is terminal
+    for learning but the game goes on)."""
     final_obs: np.ndarray
     """(K, *obs_shape): true final observations of the truncated steps."""
     final_index: np.ndarray
     """int64 (K, 2): (unroll, step) of each final observation."""
     policy_versions: np.ndarray
     """int64 (E,): the oldest weights version that acted in each unroll."""
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+    """The policy's per-step outputs, each (E, T, ...): "logp", the behaviour
+    log-probability of each action."""
+    initial_state: dict[str, np.ndarray] = field(default_factory=dict)
+    """A recurrent policy's state before each unroll's first step, each (E, ...); empty for
+    feed-forward policies."""
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -130,6 +149,13 @@ class Unrolls:
     @property
     def policy_version(self) -> int:
         return int(self.policy_versions.min()) if len(self.policy_versions) else 0
+
+    @property
+    def episode_starts(self) -> np.ndarray:
+        """bool (E, T+1): where `obs[e, t]` begins an episode after a step of this unroll
+        (False at t = 0, whose state `initial_state` already is)."""
+        first = np.zeros((len(self), 1), dtype=bool)
+        return np.concatenate([first, self.env_reset], axis=1)
 
     def split(self) -> list[Unrolls]:
         """One `Unrolls` per unroll."""
@@ -140,15 +166,9 @@ class Unrolls:
             index[:, 0] = 0
             parts.append(
                 Unrolls(
-                    obs=self.obs[e : e + 1],
-                    actions=self.actions[e : e + 1],
-                    rewards=self.rewards[e : e + 1],
-                    terminated=self.terminated[e : e + 1],
-                    truncated=self.truncated[e : e + 1],
-                    behaviour_logp=self.behaviour_logp[e : e + 1],
+                    **{name: _rows(value, e) for name, value in self._per_unroll().items()},
                     final_obs=self.final_obs[mine],
                     final_index=index,
-                    policy_versions=self.policy_versions[e : e + 1],
                 )
             )
         return parts
@@ -162,21 +182,35 @@ class Unrolls:
             index = part.final_index.copy()
             index[:, 0] += offset
             indices.append(index)
-
-        def cat(name: str) -> np.ndarray:
-            return np.concatenate([getattr(p, name) for p in parts])
-
+        columns = [p._per_unroll() for p in parts]
         return Unrolls(
-            obs=cat("obs"),
-            actions=cat("actions"),
-            rewards=cat("rewards"),
-            terminated=cat("terminated"),
-            truncated=cat("truncated"),
-            behaviour_logp=cat("behaviour_logp"),
-            final_obs=cat("final_obs"),
+            **{name: _stack([c[name] for c in columns]) for name in columns[0]},
+            final_obs=np.concatenate([p.final_obs for p in parts]),
             final_index=np.concatenate(indices).reshape(-1, 2),
-            policy_versions=cat("policy_versions"),
         )
+
+    def _per_unroll(self) -> dict[str, np.ndarray | dict[str, np.ndarray]]:
+        """Every field indexed by unroll first (all but the final observations)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("final_obs", "final_index")
+        }
+
+
+def _rows(value: np.ndarray | dict[str, np.ndarray], e: int) -> np.ndarray | dict[str, np.ndarray]:
+    if isinstance(value, dict):
+        return {key: array[e : e + 1] for key, array in value.items()}
+    return value[e : e + 1]
+
+
+def _stack(
+    values: list[np.ndarray | dict[str, np.ndarray]],
+) -> np.ndarray | dict[str, np.ndarray]:
+    if isinstance(values[0], dict):
+        dicts = cast(list[dict[str, np.ndarray]], values)
+        return {key: np.concatenate([d[key] for d in dicts]) for key in dicts[0]}
+    return np.concatenate(cast(list[np.ndarray], values))
 
 
 @dataclass

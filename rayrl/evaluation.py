@@ -52,7 +52,7 @@ class Evaluator:
         self.env.reset(seed=self.seed + 10_000 * self.evaluations)
         self.evaluations += 1
         while (done < quota).any():
-            out = self.policy.act(self.env.obs, explore=False)
+            out = self.policy.act(self.env.obs, self.env.episode_starts, explore=False)
             self.env.step(out.actions)
             for episode in self.env.pop_episodes():
                 if done[episode.env_index] < quota[episode.env_index]:

@@ -1,4 +1,5 @@
-"""Observation normalisation whose running statistics travel with the weights.
+"""Observation normalisation whose running statistics travel with the weights, and reward
+normalisation whose statistics stay in the learner.
 
 With `env.normalize.observations`, every network sees observations as
 clip((obs - mean) / sqrt(var + eps), -clip, clip), from running statistics that exist once,
@@ -21,6 +22,12 @@ a little more than the stream did; prioritized replay leans towards large TD err
 exactly the workers' stream. Rows that are not finite (a NaN from a broken env) are left
 out, so that one cannot poison the statistics that every later input goes through.
 
+With `env.normalize.rewards` the learner divides each batch's rewards by the standard
+deviation of the workers' running discounted returns (not centred), clipped: the scaling of
+SB3's VecNormalize and CleanRL's NormalizeReward. The workers' unroll processors track the
+returns (`rayrl.processing.RETURN_EXTRA`) and the statistics live once, in the learner,
+and in its checkpoints; the policy never sees rewards, so they are not published.
+
 torch is imported where it is used: the experience actor imports this module (through the
 contract) and starts without torch.
 """
@@ -33,7 +40,11 @@ from typing import Any
 import numpy as np
 
 from rayrl.core import ModelInfo, PolicyOutput, TransitionBatch, Unrolls
+from rayrl.envs.spec import EnvSpec
+from rayrl.processing import RETURN_EXTRA
 
+RETURN_MOMENTS_KEY = "return_moments"
+"""The key of the returns' statistics in a reward-normalizing learner's state."""
 MOMENTS_PREFIX = "observation_moments."
 """Weight keys holding the statistics: `<prefix>mean`, `<prefix>var`, `<prefix>count`."""
 VARIANCE_EPSILON = 1e-8
@@ -62,14 +73,20 @@ class RunningMoments:
         self.var = m2 / merged
         self.count = merged
 
+    def scale(self, values: np.ndarray, clip: float) -> np.ndarray:
+        """`values` divided by the standard deviation, not centred (how rewards are scaled:
+        centring would turn a task's zero rewards into penalties or bonuses)."""
+        scaled = values / np.sqrt(self.var + VARIANCE_EPSILON)
+        return np.clip(scaled, -clip, clip).astype(np.float32)
+
     def normalize(self, obs: np.ndarray, clip: float) -> np.ndarray:
         scaled = (obs - self.mean) / np.sqrt(self.var + VARIANCE_EPSILON)
         return np.clip(scaled, -clip, clip).astype(np.float32)
 
     def as_weights(self) -> dict[str, np.ndarray]:
         return {
-            f"{MOMENTS_PREFIX}mean": self.mean.copy(),
-            f"{MOMENTS_PREFIX}var": self.var.copy(),
+            f"{MOMENTS_PREFIX}mean": np.array(self.mean, np.float64),  # also 0-d (returns)
+            f"{MOMENTS_PREFIX}var": np.array(self.var, np.float64),
             f"{MOMENTS_PREFIX}count": np.array(self.count),
         }
 
@@ -113,10 +130,17 @@ class NormalizingPolicy:
     def version(self) -> int:
         return self.policy.version
 
-    def act(self, obs: np.ndarray, *, explore: bool, env_steps: int = 0) -> PolicyOutput:
+    def act(
+        self,
+        obs: np.ndarray,
+        episode_starts: np.ndarray,
+        *,
+        explore: bool,
+        env_steps: int = 0,
+    ) -> PolicyOutput:
         if self.moments is not None:
             obs = self.moments.normalize(obs, self.clip)
-        return self.policy.act(obs, explore=explore, env_steps=env_steps)
+        return self.policy.act(obs, episode_starts, explore=explore, env_steps=env_steps)
 
     def set_weights(self, info: ModelInfo) -> None:
         network, moments = split_moments(info.weights)
@@ -138,15 +162,18 @@ def _observation_fields(batch: Any) -> tuple[np.ndarray, tuple[str, ...]]:
 
 
 class NormalizingLearner:
-    """A learner whose updates see normalized observations, and whose weights, warm starts
-    and checkpoints carry the statistics."""
+    """A learner whose updates see normalized observations or rewards (or both), and whose
+    weights, warm starts and checkpoints carry the observations' statistics (checkpoints
+    the returns' too)."""
 
-    def __init__(
-        self, learner: Any, observation_shape: tuple[int, ...], clip: float, reuse: float
-    ) -> None:
+    def __init__(self, learner: Any, spec: EnvSpec, reuse: float) -> None:
         self.learner = learner
-        self.moments = RunningMoments(observation_shape)
-        self.clip = clip
+        shape = spec.observation_space.shape or ()
+        self.observation_clip = spec.observation_clip
+        self.moments = None if spec.observation_clip is None else RunningMoments(shape)
+        self.reward_clip = spec.reward_clip
+        self.return_moments = None if spec.reward_clip is None else RunningMoments(())
+        """Of the workers' running discounted returns, whose spread scales the rewards."""
         self.reuse = reuse
         """How often an item is sampled on average (replay's samples per insert; 1 for
         unrolls, which are learned from once)."""
@@ -164,43 +191,73 @@ class NormalizingLearner:
         return self.learner.nonfinite
 
     def update(self, batch: Any) -> Any:
-        raw, names = _observation_fields(batch)
-        self._add(raw.reshape(-1, *self.moments.mean.shape))
-        normalized = {
-            name: self.moments.normalize(getattr(batch, name), self.clip) for name in names
-        }
-        return self.learner.update(replace(batch, **normalized))
+        changes: dict[str, np.ndarray] = {}
+        if self.moments is not None and self.observation_clip is not None:
+            raw, names = _observation_fields(batch)
+            self._add(self.moments, raw.reshape(-1, *self.moments.mean.shape))
+            for name in names:
+                changes[name] = self.moments.normalize(getattr(batch, name), self.observation_clip)
+        if self.return_moments is not None and self.reward_clip is not None:
+            self._add(self.return_moments, batch.extras[RETURN_EXTRA].reshape(-1))
+            changes["rewards"] = self.return_moments.scale(batch.rewards, self.reward_clip)
+        result = self.learner.update(replace(batch, **changes))
+        if self.return_moments is not None:
+            spread = float(np.sqrt(self.return_moments.var + VARIANCE_EPSILON))
+            result.metrics["learner/return_std"] = spread
+        return result
 
-    def _add(self, obs: np.ndarray) -> None:
-        obs = obs.astype(np.float64)
-        obs = obs[np.isfinite(obs).reshape(len(obs), -1).all(axis=1)]
+    def _add(self, moments: RunningMoments, values: np.ndarray) -> None:
+        values = values.astype(np.float64)
+        values = values[np.isfinite(values).reshape(len(values), -1).all(axis=1)]
         total, total_sq, size = summed_over_learners(
-            obs.sum(0), np.square(obs).sum(0), len(obs), self.learner.device
+            values.sum(0), np.square(values).sum(0), len(values), self.learner.device
         )
-        self.moments.update(total, total_sq, size, weight=1.0 / self.reuse)
+        moments.update(total, total_sq, size, weight=1.0 / self.reuse)
 
     def get_weights(self) -> ModelInfo:
         info = self.learner.get_weights()
+        if self.moments is None:
+            return info
         return replace(info, weights={**info.weights, **self.moments.as_weights()})
 
     def set_policy_weights(self, info: ModelInfo) -> None:
         network, moments = split_moments(info.weights)
         self.learner.set_policy_weights(replace(info, weights=network))
-        if moments:
+        if moments and self.moments is not None:
             self.moments.load(moments)
 
     def state_dict(self) -> dict[str, Any]:
         import torch
 
-        moments = {k: torch.from_numpy(v) for k, v in self.moments.as_weights().items()}
-        return {**self.learner.state_dict(), "observation_moments": moments}
+        state = dict(self.learner.state_dict())
+        for key, moments in self._statistics().items():
+            state[key] = {k: torch.from_numpy(v) for k, v in moments.as_weights().items()}
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the learner and the statistics (a run cannot resume across a change of
-        `env.normalize.observations`: `normalization_mismatch`)."""
+        `env.normalize`: `normalization_mismatch`, `reward_normalization_mismatch`)."""
         self.learner.load_state_dict(state)
-        moments = state["observation_moments"]
-        self.moments.load({k: np.asarray(v) for k, v in moments.items()})
+        for key, moments in self._statistics().items():
+            moments.load({k: np.asarray(v) for k, v in state[key].items()})
+
+    def _statistics(self) -> dict[str, RunningMoments]:
+        """The statistics a checkpoint holds, by their key in the learner's state."""
+        held = {"observation_moments": self.moments, RETURN_MOMENTS_KEY: self.return_moments}
+        return {key: moments for key, moments in held.items() if moments is not None}
+
+
+def reward_normalization_mismatch(learner_state: dict[str, Any], normalized: bool) -> str | None:
+    """What is wrong with resuming a learner's state with (or without) reward normalisation,
+    if anything: its values were learned at the other scale."""
+    trained_normalized = RETURN_MOMENTS_KEY in learner_state
+    if trained_normalized == normalized:
+        return None
+    was, now = ("with", "false") if trained_normalized else ("without", "true")
+    return (
+        f"was trained {was} normalized rewards, and env.normalize.rewards={now}; "
+        f"set env.normalize.rewards={'true' if trained_normalized else 'false'}"
+    )
 
 
 def summed_over_learners(

@@ -229,22 +229,38 @@ class NStepProcessor:
         return chunk
 
 
+RETURN_EXTRA = "discounted_return"
+"""The per-step extra holding the running discounted return (reward normalisation)."""
+
+
 class UnrollProcessor:
     """Vector env steps -> one `Unrolls` of `num_steps` steps per env at each flush.
 
-    Needs the policy's `logp` extra for every step. The bootstrap observation of an unroll
-    is the last step's true successor; truncated steps keep their final observation.
+    Keeps every extra the policy reported for every step (it needs "logp", the behaviour
+    log-probabilities) and the policy's state before each unroll's first step. The bootstrap
+    observation of an unroll is the last step's true successor; truncated steps keep their
+    final observation.
+
+    With `return_discount` (reward normalisation) it also keeps each env's running
+    discounted return at every step, `RETURN_EXTRA`: R_t = r_t + gamma R_{t-1}, from 0 at
+    each episode's start, across unrolls; the learner scales rewards by its spread.
     """
 
-    def __init__(self, num_envs: int, num_steps: int) -> None:
+    def __init__(self, num_envs: int, num_steps: int, return_discount: float | None = None):
         self.num_envs = num_envs
         self.num_steps = num_steps
+        self.return_discount = return_discount
+        self._returns = np.zeros(num_envs, dtype=np.float64)
         self._steps: list[StepBatch] = []
         self._versions: list[int] = []
 
     def process(self, step: StepBatch, policy_version: int) -> None:
         if "logp" not in step.extras:
             raise ValueError("UnrollProcessor needs the policy's behaviour log-probabilities")
+        if self.return_discount is not None:
+            self._returns = self._returns * self.return_discount + step.rewards
+            step.extras = {**step.extras, RETURN_EXTRA: self._returns.astype(np.float32)}
+            self._returns[step.env_reset] = 0.0
         self._steps.append(step)
         self._versions.append(policy_version)
 
@@ -259,16 +275,20 @@ class UnrollProcessor:
 
         truncated = stack([s.truncated for s in steps])
         envs, times = np.nonzero(truncated)
+        extras = {key: stack([s.extras[key] for s in steps]) for key in steps[0].extras}
+        extras["logp"] = extras["logp"].astype(np.float32)
         return Unrolls(
             obs=stack([s.obs for s in steps] + [steps[-1].next_obs]),
             actions=stack([s.actions for s in steps]),
             rewards=stack([s.rewards for s in steps]).astype(np.float32),
             terminated=stack([s.terminated for s in steps]),
             truncated=truncated,
-            behaviour_logp=stack([s.extras["logp"] for s in steps]).astype(np.float32),
+            env_reset=stack([s.env_reset for s in steps]),
             final_obs=np.stack([steps[t].next_obs[e] for e, t in zip(envs, times, strict=True)])
             if len(envs)
             else np.zeros((0, *steps[0].obs.shape[1:]), dtype=steps[0].obs.dtype),
             final_index=np.stack([envs, times], axis=1).astype(np.int64),
             policy_versions=np.full(self.num_envs, min(versions), dtype=np.int64),
+            extras=extras,
+            initial_state={key: value.copy() for key, value in steps[0].state.items()},
         )

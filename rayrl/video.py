@@ -62,12 +62,13 @@ def record_episode(config: EnvConfig, policy: Policy, seed: int) -> bytes:
         env = family_of(config.id).make_render_env(resolve_env(config), wrap_raw=record)
         try:
             obs, _ = env.reset(seed=seed)
-            finished = False
+            finished, starts = False, np.ones(1, dtype=bool)
             while not finished:
                 batch = np.asarray(obs)[None]
                 if batch.dtype == np.float64:  # as the training adapter serves them
                     batch = batch.astype(np.float32)
-                out = policy.act(batch, explore=False)
+                out = policy.act(batch, starts, explore=False)
+                starts = np.zeros(1, dtype=bool)
                 obs, _, terminated, truncated, _ = env.step(out.actions[0])
                 finished = terminated or truncated
         finally:

@@ -95,10 +95,13 @@ class RolloutWorker:
                 self._apply_new_weights(sync_latencies)
                 t0 = time.perf_counter()
                 out = self.policy.act(
-                    self.env.obs, explore=True, env_steps=run_env_steps + t * num_envs
+                    self.env.obs,
+                    self.env.episode_starts,
+                    explore=True,
+                    env_steps=run_env_steps + t * num_envs,
                 )
                 t1 = time.perf_counter()
-                step = self.env.step(out.actions, out.extras)
+                step = self.env.step(out.actions, out.extras, out.state)
                 t2 = time.perf_counter()
                 self.processor.process(step, self.policy.version)
                 t3 = time.perf_counter()

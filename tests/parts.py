@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import torch
+
 from rayrl.algorithms import ALGORITHMS
+from rayrl.algorithms.actor_critic import ActorCritic, State
 from rayrl.config import Config
 from rayrl.contract import Acting, Learner, Policy
 from rayrl.envs.spec import EnvSpec
@@ -22,3 +26,35 @@ def learner_for(config: Config, spec: EnvSpec) -> Any:
         config.algorithm, spec, config.learner, config.run
     )
     return learner
+
+
+def heads_and_values(network: ActorCritic, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A feed-forward actor-critic's policy head and value for N single observations."""
+    out = network(obs.unsqueeze(1), torch.zeros(len(obs), 1, dtype=torch.bool))
+    return out.head[:, 0], out.values[:, 0]
+
+
+def all_starting(obs: np.ndarray) -> np.ndarray:
+    """Episode starts for a batch of observations that each begin an episode."""
+    return np.ones(len(obs), dtype=bool)
+
+
+def per_step_outputs(
+    network: ActorCritic, obs: np.ndarray, resets: np.ndarray, state: State | None
+) -> tuple[list[torch.Tensor], list[torch.Tensor], list[State | None]]:
+    """A straightforward reference for one unroll: the network one observation at a time,
+    with its state set to zeros by hand after each step where `resets[t]` (the env began a
+    new episode), from `state` (None: zeros, or a feed-forward network). Returns the policy
+    heads and values at each of `obs`'s steps, and the state after each step."""
+    heads, values, states = [], [], []
+    for t, observation in enumerate(torch.from_numpy(obs)):
+        features = network.torso(observation[None])
+        if network.core is not None:
+            if state is None or (t > 0 and resets[t - 1]):
+                state = network.initial_state(1)
+            state = network.core(features, state)
+            features = state[0]
+        heads.append(network.policy(features)[0])
+        values.append(network.value(features)[0, 0])
+        states.append(state)
+    return heads, values, states

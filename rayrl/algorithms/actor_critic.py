@@ -2,9 +2,18 @@
 and the one forward pass over a batch of unrolls that both of their updates start from.
 
 The network has a policy head (logits for discrete actions, a Gaussian mean with a learned
-state-independent log-std for 1-D Box actions) and a value head on one torso. The policy
-samples when exploring and takes the distribution's mode otherwise, and reports the
-behaviour log-probabilities that the on-policy processor keeps.
+state-independent log-std for 1-D Box actions) and a value head on one torso, with an
+optional LSTM core between them (`algorithm.lstm_size`): a policy with memory, for
+partially observed tasks. The policy samples when exploring and takes the distribution's
+mode otherwise, and reports the behaviour log-probabilities that the on-policy processor
+keeps, and, when recurrent, the state it acted from, which each unroll keeps for its first
+step so that the learner replays the unroll from where the worker was.
+
+Every forward runs over sequences, (B, T, ...) observations with (B, T) episode starts:
+a recurrent core starts afresh from zeros where an episode starts, the same rule the acting
+policy follows, so the learner recomputes exactly the states the worker acted with (given
+the same weights). The core is an `LSTMCell` stepped over time rather than `nn.LSTM`,
+because the state must be reset inside a sequence wherever an episode begins.
 """
 
 from __future__ import annotations
@@ -18,21 +27,45 @@ from gymnasium import spaces
 from torch import nn
 
 from rayrl.algorithms.networks import load_numpy_state_dict, make_torso
-from rayrl.config import AlgorithmConfig
 from rayrl.contract import Acting
 from rayrl.core import ModelInfo, PolicyOutput, Unrolls
 from rayrl.envs.spec import EnvSpec
 from rayrl.errors import ConfigError
 from rayrl.families.on_policy import OnPolicyConfig
 
+State = tuple[torch.Tensor, torch.Tensor]
+"""An LSTM core's (h, c), each (B, lstm_size)."""
+
+
+@dataclass
+class SequenceOutput:
+    """The network's outputs over B sequences of T steps."""
+
+    head: torch.Tensor
+    """(B, T, ...): logits, or the Gaussian mean."""
+    values: torch.Tensor
+    """(B, T)."""
+    states: State | None
+    """A recurrent core's (h, c) after each step, each (B, T, lstm_size); None without one."""
+
 
 class ActorCritic(nn.Module):
-    """Policy head (logits, or a Gaussian mean with a learned log-std) and value head."""
+    """Policy head (logits, or a Gaussian mean with a learned log-std) and value head, on a
+    torso and, with `lstm_size`, an LSTM core."""
 
-    def __init__(self, torso: nn.Module, action_space: spaces.Space, algorithm: str) -> None:
+    def __init__(
+        self,
+        torso: nn.Module,
+        action_space: spaces.Space,
+        algorithm: str,
+        lstm_size: int | None = None,
+    ) -> None:
         super().__init__()
         self.torso = torso
         features = torso.out_features
+        self.core = None if lstm_size is None else nn.LSTMCell(features, lstm_size)
+        if lstm_size is not None:
+            features = lstm_size
         self.value = nn.Linear(features, 1)
         if isinstance(action_space, spaces.Discrete):
             self.continuous = False
@@ -47,9 +80,38 @@ class ActorCritic(nn.Module):
                 f"this env has {action_space}"
             )
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        features = self.torso(obs)
-        return self.policy(features), self.value(features).squeeze(-1)
+    @property
+    def recurrent(self) -> bool:
+        return self.core is not None
+
+    def initial_state(self, batch: int, device: torch.device | None = None) -> State:
+        """Zeros: the state at an episode's start."""
+        assert self.core is not None
+        zeros = torch.zeros(batch, self.core.hidden_size, device=device)
+        return zeros, zeros.clone()
+
+    def forward(
+        self,
+        obs: torch.Tensor,
+        episode_starts: torch.Tensor,
+        state: State | None = None,
+    ) -> SequenceOutput:
+        """Outputs for `obs` (B, T, ...); a recurrent core starts from `state` (zeros when
+        None) and from zeros again before each step where `episode_starts` (B, T) is set."""
+        batch, steps = obs.shape[:2]
+        features = self.torso(obs.flatten(0, 1)).unflatten(0, (batch, steps))
+        states = None
+        if self.core is not None:
+            h, c = state if state is not None else self.initial_state(batch, obs.device)
+            continues = 1.0 - episode_starts.float().unsqueeze(-1)  # (B, T, 1)
+            hs, cs = [], []
+            for t in range(steps):
+                h, c = self.core(features[:, t], (h * continues[:, t], c * continues[:, t]))
+                hs.append(h)
+                cs.append(c)
+            states = (torch.stack(hs, dim=1), torch.stack(cs, dim=1))
+            features = states[0]
+        return SequenceOutput(self.policy(features), self.value(features).squeeze(-1), states)
 
     def distribution(self, head: torch.Tensor) -> torch.distributions.Distribution:
         if not self.continuous:
@@ -58,24 +120,36 @@ class ActorCritic(nn.Module):
         return torch.distributions.Independent(torch.distributions.Normal(head, std), 1)
 
 
-def make_actor_critic(algo: AlgorithmConfig, spec: EnvSpec) -> ActorCritic:
+def make_actor_critic(algo: OnPolicyConfig, spec: EnvSpec) -> ActorCritic:
     torso = make_torso(algo.network, spec.observation_space, algo.hidden_sizes)
-    return ActorCritic(torso, spec.action_space, algo.name)
+    return ActorCritic(torso, spec.action_space, algo.name, algo.lstm_size)
 
 
 class ActorCriticPolicy:
     """Samples from the policy; evaluation samples too, or takes the distribution's mode
-    when `greedy_evaluation`. Reports the log-probabilities of what it did."""
+    when `greedy_evaluation`. Reports the log-probabilities of what it did and, when
+    recurrent, the state it acted from ("h", "c"), keeping each env's state between calls."""
 
     def __init__(self, network: ActorCritic, seed: int, greedy_evaluation: bool) -> None:
         self.network = network.eval()
         self.generator = torch.Generator().manual_seed(seed)
         self.greedy_evaluation = greedy_evaluation
         self.version = 0
+        self.state: State | None = None
 
-    def act(self, obs: np.ndarray, *, explore: bool, env_steps: int = 0) -> PolicyOutput:
+    def act(
+        self,
+        obs: np.ndarray,
+        episode_starts: np.ndarray,
+        *,
+        explore: bool,
+        env_steps: int = 0,
+    ) -> PolicyOutput:
+        starts = torch.as_tensor(np.asarray(episode_starts, dtype=bool))
         with torch.inference_mode():
-            head, _ = self.network(torch.from_numpy(obs))
+            state = self._state_before(starts)
+            out = self.network(torch.from_numpy(obs).unsqueeze(1), starts[:, None], state)
+            head = out.head[:, 0]
             distribution = self.network.distribution(head)
             if not explore and self.greedy_evaluation:
                 actions = distribution.mode
@@ -87,7 +161,28 @@ class ActorCriticPolicy:
                     distribution.probs, 1, generator=self.generator
                 ).squeeze(-1)
             logp = distribution.log_prob(actions)
-        return PolicyOutput(actions=actions.numpy(), extras={"logp": logp.numpy()})
+        reported = {}
+        if out.states is not None:
+            self.state = (out.states[0][:, 0], out.states[1][:, 0])
+            assert state is not None
+            keep = (~starts).float().unsqueeze(-1)  # the state acted from, after resets
+            reported = {"h": (state[0] * keep).numpy(), "c": (state[1] * keep).numpy()}
+        return PolicyOutput(actions=actions.numpy(), extras={"logp": logp.numpy()}, state=reported)
+
+    def _state_before(self, starts: torch.Tensor) -> State | None:
+        """The state carried from the last call; zeros for a new set of envs (every env
+        starting an episode, with a different number of envs than before)."""
+        if not self.network.recurrent:
+            return None
+        if self.state is None or len(self.state[0]) != len(starts):
+            if not bool(starts.all()):
+                carried = "none" if self.state is None else len(self.state[0])
+                raise ValueError(
+                    f"a recurrent policy acting for {len(starts)} envs, with state for "
+                    f"{carried}, needs every env to start an episode"
+                )
+            return self.network.initial_state(len(starts))
+        return self.state
 
     def set_weights(self, info: ModelInfo) -> None:
         load_numpy_state_dict(self.network, info.weights)
@@ -110,28 +205,44 @@ class UnrollForward:
     values: torch.Tensor
     """(B, T): V(x_t)."""
     next_values: torch.Tensor
-    """(B, T): V(x_{t+1}), the value of the true final observation after a truncation."""
+    """(B, T): V(x_{t+1}), the value of the true final observation after a truncation;
+    without gradient (it is a target)."""
+
+
+def unroll_state(batch: Unrolls, tensor: Callable[[np.ndarray], torch.Tensor]) -> State | None:
+    """The recurrent state each unroll's first step was acted from, or None."""
+    if not batch.initial_state:
+        return None
+    return tensor(batch.initial_state["h"]), tensor(batch.initial_state["c"])
 
 
 def forward_unrolls(
-    model: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+    model: Callable[..., SequenceOutput],
+    network: ActorCritic,
     batch: Unrolls,
     tensor: Callable[[np.ndarray], torch.Tensor],
 ) -> UnrollForward:
-    """One forward pass over every observation of `batch` and the final observations of its
-    truncated steps; `model` may be the all-reduced wrapper of an `ActorCritic`."""
-    num_unrolls, num_steps = batch.rewards.shape
-    obs = tensor(batch.obs).flatten(0, 1)  # (B*(T+1), ...)
-    head, values = model(torch.cat([obs, tensor(batch.final_obs)]))
-    steps_total = num_unrolls * (num_steps + 1)
-    head = head[:steps_total].unflatten(0, (num_unrolls, num_steps + 1))[:, :num_steps]
-    values, final_values = values[:steps_total], values[steps_total:]
-    values = values.view(num_unrolls, num_steps + 1)
-    next_values = values[:, 1:].clone()
+    """One forward pass over every observation of `batch` (from each unroll's stored state,
+    starting afresh where an episode starts), and the values of the final observations of
+    its truncated steps, each from the state after its step. `model` is `network` or its
+    all-reduced wrapper, which the pass that needs gradients goes through."""
+    num_steps = batch.rewards.shape[1]
+    starts = tensor(batch.episode_starts)
+    out = model(tensor(batch.obs), starts, unroll_state(batch, tensor))
+    next_values = out.values[:, 1:].detach().clone()
     if len(batch.final_obs):
-        index = torch.from_numpy(batch.final_index).to(next_values.device)
-        next_values[index[:, 0], index[:, 1]] = final_values
-    return UnrollForward(head=head, values=values[:, :num_steps], next_values=next_values)
+        index = tensor(batch.final_index)
+        unroll, step = index[:, 0], index[:, 1]
+        state = None
+        if out.states is not None:
+            state = (out.states[0][unroll, step].detach(), out.states[1][unroll, step].detach())
+        continuing = torch.zeros(len(unroll), 1, dtype=torch.bool, device=next_values.device)
+        with torch.no_grad():
+            final = network(tensor(batch.final_obs).unsqueeze(1), continuing, state)
+        next_values[unroll, step] = final.values[:, 0]
+    return UnrollForward(
+        head=out.head[:, :num_steps], values=out.values[:, :num_steps], next_values=next_values
+    )
 
 
 def episode_flags(

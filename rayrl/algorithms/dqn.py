@@ -103,7 +103,14 @@ class DQNPolicy:
             return linear_epsilon(env_steps, *self.schedule)
         return self.fixed_epsilon
 
-    def act(self, obs: np.ndarray, *, explore: bool, env_steps: int = 0) -> PolicyOutput:
+    def act(
+        self,
+        obs: np.ndarray,
+        episode_starts: np.ndarray,
+        *,
+        explore: bool,
+        env_steps: int = 0,
+    ) -> PolicyOutput:
         with torch.inference_mode():
             greedy = self.network(torch.from_numpy(obs)).argmax(dim=1).numpy()
         epsilon = self.epsilon(env_steps) if explore else self.eval_epsilon

@@ -4,6 +4,8 @@ The shared actor-critic (`rayrl.algorithms.actor_critic`), V-trace targets
 (`rayrl.algorithms.vtrace`), policy-gradient, baseline and entropy losses, RMSprop or
 Adam (`learner.optimizer`), gradient-norm clipping and a linear learning-rate decay.
 Truncated episodes bootstrap from their final observation's value; terminated ones do not.
+A recurrent network (`algorithm.lstm_size`) is trained over whole unrolls, from the state
+each unroll's first step was acted from.
 
 The losses are sums over the unrolls and their steps, as in the reference implementations
 (DeepMind's scalable_agent, TorchBeast): the paper's RMSprop epsilon, learning rate and
@@ -80,7 +82,7 @@ class ImpalaLearner(TorchLearner):
     def loss(self, batch: Unrolls) -> dict[str, torch.Tensor]:
         """The loss of a batch and its parts: "loss" is what is minimized."""
         algo = self.algo
-        out = forward_unrolls(self.model, batch, self.tensor)
+        out = forward_unrolls(self.model, self.network, batch, self.tensor)
         distribution = self.network.distribution(out.head)
         target_logp = distribution.log_prob(self.tensor(batch.actions))
         entropy = distribution.entropy()
@@ -88,7 +90,7 @@ class ImpalaLearner(TorchLearner):
 
         # V-trace targets (time-major), bootstrapping truncated steps from their final obs
         targets = vtrace(
-            self.tensor(batch.behaviour_logp).T,
+            self.tensor(batch.extras["logp"]).T,
             target_logp.detach().T,
             self.tensor(batch.rewards).T,
             (algo.gamma * (1.0 - terminated)).T,

@@ -16,6 +16,11 @@ network as it is at the start of the update and weights each sample by pi_start 
 truncated at `max_behaviour_weight` (as RLlib's APPO truncates it at 2). With fresh unrolls
 the weight is 1 and this is the original objective.
 
+A recurrent network (`algorithm.lstm_size`) is trained on minibatches of whole unrolls,
+whose states it recomputes in every epoch from the state each unroll's first step was
+acted from (as CleanRL's ppo_atari_lstm.py and sb3-contrib's RecurrentPPO do); a
+feed-forward one on minibatches of single steps.
+
 The loss is a mean over each minibatch, the scale of the reference implementations
 (OpenAI baselines' ppo2, CleanRL's ppo.py, Stable-Baselines3), so their hyperparameters
 mean here what they mean there.
@@ -30,10 +35,12 @@ import numpy as np
 import torch
 
 from rayrl.algorithms.actor_critic import (
+    State,
     episode_flags,
     forward_unrolls,
     make_actor_critic,
     make_actor_critic_policy,
+    unroll_state,
 )
 from rayrl.algorithms.torch_learner import TorchLearner, linear_decay
 from rayrl.config import Config, LearnerConfig, RunConfig
@@ -83,6 +90,13 @@ class PPOConfig(OnPolicyConfig):
 
     def check(self, config: Config) -> None:
         super().check(config)
+        if self.lstm_size is not None and config.learner.batch_size % self.num_minibatches:
+            raise ConfigError(
+                f"algorithm.num_minibatches={self.num_minibatches} does not divide the "
+                f"learner.batch_size={config.learner.batch_size} unrolls of a batch: a "
+                "recurrent network (algorithm.lstm_size) is trained on minibatches of whole "
+                "unrolls"
+            )
         samples = config.learner.batch_size * self.num_steps
         if samples % self.num_minibatches:
             raise ConfigError(
@@ -176,6 +190,21 @@ def ppo_loss(
 
 
 @dataclass
+class Minibatching:
+    """N sequences of L steps that minibatches are drawn from: B unrolls of T steps, or
+    B*T single steps."""
+
+    obs: torch.Tensor
+    """(N, L, *obs_shape)."""
+    starts: torch.Tensor
+    """bool (N, L): episode starts, where a recurrent core starts afresh."""
+    state: State | None
+    """A recurrent core's state before each sequence, each (N, lstm_size)."""
+    columns: dict[str, torch.Tensor]
+    """Per-step values, each (N, L, ...)."""
+
+
+@dataclass
 class PPOTargets:
     """What an update computes once, before its epochs, each (B, T)."""
 
@@ -217,7 +246,7 @@ class PPOLearner(TorchLearner):
         at the start of the update, each (B, T)."""
         algo = self.algo
         with torch.no_grad():
-            out = forward_unrolls(self.network, batch, self.tensor)
+            out = forward_unrolls(self.network, self.network, batch, self.tensor)
             terminated, ended = episode_flags(batch, self.tensor)
             advantages = gae(
                 self.tensor(batch.rewards).T,
@@ -233,33 +262,37 @@ class PPOLearner(TorchLearner):
     def update(self, batch: Unrolls) -> UpdateResult:
         algo = self.algo
         start = self.targets(batch)
-        behaviour_logp = self.tensor(batch.behaviour_logp)
+        behaviour_logp = self.tensor(batch.extras["logp"])
         weights = (start.logp - behaviour_logp).exp().clamp(max=algo.max_behaviour_weight)
-
-        # one sample per acted step
-        samples = {
-            "obs": self.tensor(batch.obs)[:, :-1].flatten(0, 1),
-            "actions": self.tensor(batch.actions).flatten(0, 1),
-            "old_logp": start.logp.flatten(),
-            "weights": weights.flatten(),
-            "advantages": start.advantages.flatten(),
-            "returns": start.returns.flatten(),
-            "old_values": start.values.flatten(),
+        columns = {
+            "actions": self.tensor(batch.actions),
+            "old_logp": start.logp,
+            "weights": weights,
+            "advantages": start.advantages,
+            "returns": start.returns,
+            "old_values": start.values,
         }
-        count, clip = len(samples["old_logp"]), self.clip
+        sequences = self.sequences(batch, columns)
+        count, clip = len(sequences.obs), self.clip
         metrics: dict[str, list[torch.Tensor]] = {}
         for _ in range(algo.epochs):
             order = torch.randperm(count, generator=self.shuffle).to(self.device)
             for minibatch in order.chunk(algo.num_minibatches):
-                mb = {name: column[minibatch] for name, column in samples.items()}
-                head, predicted = self.model(mb["obs"])
-                distribution = self.network.distribution(head)
+                state = None
+                if sequences.state is not None:
+                    state = (sequences.state[0][minibatch], sequences.state[1][minibatch])
+                out = self.model(sequences.obs[minibatch], sequences.starts[minibatch], state)
+                mb = {
+                    name: column[minibatch].flatten(0, 1)
+                    for name, column in sequences.columns.items()
+                }
+                distribution = self.network.distribution(out.head.flatten(0, 1))
                 loss = ppo_loss(
                     distribution.log_prob(mb["actions"]),
                     mb["old_logp"],
                     mb["weights"],
                     mb["advantages"],
-                    predicted,
+                    out.values.flatten(),
                     mb["old_values"],
                     mb["returns"],
                     distribution.entropy(),
@@ -280,12 +313,26 @@ class PPOLearner(TorchLearner):
         means = torch.stack([torch.stack(steps).mean() for steps in metrics.values()]).tolist()
         result = {f"learner/{name}": value for name, value in zip(metrics, means, strict=True)}
         result["learner/explained_variance"] = explained_variance(
-            samples["old_values"], samples["returns"]
+            start.values.flatten(), start.returns.flatten()
         )
         result["learner/behaviour_weight"] = float(weights.mean())
         result["learner/lr"] = lr
         result["learner/clip"] = clip
         return UpdateResult(metrics=result)
+
+    def sequences(self, batch: Unrolls, columns: dict[str, torch.Tensor]) -> Minibatching:
+        """What minibatches are drawn from: whole unrolls for a recurrent network (it
+        replays each from its stored state), single steps otherwise (sequences of one)."""
+        obs = self.tensor(batch.obs)[:, :-1]
+        starts = self.tensor(batch.episode_starts)[:, :-1]
+        if self.network.recurrent:
+            return Minibatching(obs, starts, unroll_state(batch, self.tensor), columns)
+        return Minibatching(
+            obs.flatten(0, 1).unsqueeze(1),
+            torch.zeros_like(starts).flatten().unsqueeze(1),
+            None,
+            {name: column.flatten(0, 1).unsqueeze(1) for name, column in columns.items()},
+        )
 
 
 def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:

@@ -184,7 +184,14 @@ class SACPolicy:
         self.rng = np.random.default_rng(seed)
         self.version = 0
 
-    def act(self, obs: np.ndarray, *, explore: bool, env_steps: int = 0) -> PolicyOutput:
+    def act(
+        self,
+        obs: np.ndarray,
+        episode_starts: np.ndarray,
+        *,
+        explore: bool,
+        env_steps: int = 0,
+    ) -> PolicyOutput:
         if explore and env_steps < self.random_env_steps:
             low, high = self.action_space.low, self.action_space.high
             actions = self.rng.uniform(low, high, size=(len(obs), *low.shape))

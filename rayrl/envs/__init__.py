@@ -2,7 +2,8 @@
 
 `FAMILIES` is tried in order and the first family that owns an id builds it: Atari
 (`ALE/...` ids, ale-py's C++ vector env), MinAtar (`MinAtar/...` ids), MuJoCo (gymnasium's
-MuJoCo ids, through the `mujoco` package) and plain gymnasium ids (anything else). Adding
+MuJoCo ids, through the `mujoco` package) and plain gymnasium ids (anything else, with
+the partially observed tasks of `rayrl.envs.memory` registered among them). Adding
 a family is one module (see `rayrl.envs.spec.EnvFamily`) and one entry here. A family also
 gives the defaults of the env settings left None (the learning signal, sticky actions):
 `resolve_env`.
@@ -19,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from rayrl.config import EnvConfig
+from rayrl.envs import memory
 from rayrl.envs.adapter import VectorEnvAdapter
 from rayrl.envs.atari import ATARI
 from rayrl.envs.minatar import MINATAR
@@ -40,6 +42,8 @@ __all__ = [
     "resolve_env",
     "spec_of",
 ]
+
+memory.register()
 
 FAMILIES: tuple[EnvFamily, ...] = (ATARI, MINATAR, MUJOCO, PLAIN)
 """Env families, tried in order; the last one owns every id."""
@@ -107,6 +111,7 @@ def spec_of(env: VectorEnvAdapter, config: EnvConfig) -> EnvSpec:
         action_space=env.single_action_space,
         frame_stack=family_of(config.id).frame_stack(config),
         observation_clip=normalize.clip if normalize.observations else None,
+        reward_clip=normalize.clip if normalize.rewards else None,
     )
 
 

@@ -50,6 +50,8 @@ class VectorEnvAdapter:
         self.terminal_on_life_loss = terminal_on_life_loss
         self.obs: np.ndarray = np.empty(0)
         """Observations the next actions are taken in."""
+        self.episode_starts = np.ones(self.num_envs, dtype=bool)
+        """True where `obs` begins an episode: what a recurrent policy resets its state on."""
         self._lives: np.ndarray | None = None
         self._returns = np.zeros(self.num_envs, dtype=np.float64)
         self._lengths = np.zeros(self.num_envs, dtype=np.int64)
@@ -59,14 +61,21 @@ class VectorEnvAdapter:
         """Reset every env (env i gets seed + i) and return the first observations."""
         obs, info = self.env.reset(seed=seed)
         self.obs = self._cast(obs)
+        self.episode_starts = np.ones(self.num_envs, dtype=bool)
         self._lives = self._read_lives(info)
         self._returns[:] = 0.0
         self._lengths[:] = 0
         self._finished = []
         return self.obs
 
-    def step(self, actions: np.ndarray, extras: dict[str, np.ndarray] | None = None) -> StepBatch:
+    def step(
+        self,
+        actions: np.ndarray,
+        extras: dict[str, np.ndarray] | None = None,
+        state: dict[str, np.ndarray] | None = None,
+    ) -> StepBatch:
         """Step every env; `self.obs` moves on to the observations for the next actions.
+        `extras` and `state` (the policy's, see `PolicyOutput`) travel with the step.
 
         Continuous actions are clipped to the action space for the env; the StepBatch keeps
         them as the policy produced them (their log-probabilities refer to those)."""
@@ -105,8 +114,10 @@ class VectorEnvAdapter:
             next_obs=next_obs,
             env_reset=env_reset,
             extras=extras or {},
+            state=state or {},
         )
         self.obs = obs
+        self.episode_starts = env_reset
         return step
 
     def pop_episodes(self) -> list[Episode]:

@@ -32,6 +32,9 @@ class EnvSpec:
     observation_clip: float | None = None
     """With `env.normalize.observations`, the clip of the normalized observations every
     network sees; None when networks see the observations as they come."""
+    reward_clip: float | None = None
+    """With `env.normalize.rewards`, the clip of the normalized rewards the learner learns
+    from; None when it learns from the rewards as they come."""
 
 
 def observation_bytes(spec: EnvSpec) -> int:

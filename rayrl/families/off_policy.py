@@ -60,6 +60,12 @@ class OffPolicyConfig(AlgorithmConfig):
 
     def check(self, config: Config) -> None:
         super().check(config)
+        if config.env.normalize.rewards:
+            raise ConfigError(
+                f"env.normalize.rewards=true is for on-policy algorithms (ppo, impala); "
+                f"algorithm.name={self.name!r} learns from replayed n-step sums, which it "
+                "does not rescale: set env.normalize.rewards=false"
+            )
         replay, learner = self.replay, config.learner
         if replay.min_size > replay.capacity:
             raise ConfigError(

@@ -26,6 +26,9 @@ class OnPolicyConfig(AlgorithmConfig):
     max_policy_lag: int = bounded(50, ge=0)
     """Unrolls acted by weights more than this many versions (updates) older than the
     learner's are dropped and counted instead of learned from."""
+    lstm_size: int | None = bounded(None, ge=1)
+    """Units of an LSTM core between the torso and the heads, which gives the policy memory
+    of the episode so far (for partially observed tasks); None: feed-forward."""
     eval_policy: Literal["sample", "greedy"] = "sample"
     """How evaluation acts: "sample" from the policy, as the IMPALA and PPO papers'
     evaluations do, or "greedy" (the most likely action, the mean for continuous ones)."""
@@ -66,7 +69,8 @@ class OnPolicy:
         return algo.num_steps
 
     def make_processor(self, algo: OnPolicyConfig, spec: EnvSpec, num_envs: int) -> UnrollProcessor:
-        return UnrollProcessor(num_envs, algo.num_steps)
+        return_discount = None if spec.reward_clip is None else algo.gamma
+        return UnrollProcessor(num_envs, algo.num_steps, return_discount)
 
     def store_settings(self, config: Config, spec: EnvSpec) -> QueueSettings:
         algo = config.algorithm

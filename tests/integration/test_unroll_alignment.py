@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from rayrl.algorithms import ALGORITHMS
+from rayrl.algorithms.actor_critic import forward_unrolls
 from rayrl.config import EnvConfig
 from rayrl.core import Unrolls
 from rayrl.envs import env_spec, make_env
@@ -44,32 +45,40 @@ def test_unrolls_hold_the_observations_acted_on_and_their_true_successors():
     np.testing.assert_array_equal(ended, np.asarray(resets).T)
 
 
-@pytest.mark.parametrize("preset", ["minatar_ppo", "minatar_impala"])
-def test_the_learner_scores_a_workers_unrolls_as_the_worker_did(preset):
+@pytest.mark.parametrize(
+    ("preset", "recurrent"),
+    [("minatar_ppo", False), ("minatar_impala", False), ("minatar_ppo", True)],
+    ids=["ppo", "impala", "ppo-lstm"],
+)
+def test_the_learner_scores_a_workers_unrolls_as_the_worker_did(preset, recurrent):
     """The learner, with the weights the worker acted with, gives every acted action the
-    log-probability the worker recorded: the same observations, layout and network."""
+    log-probability the worker recorded: the same observations, layout and network. A
+    recurrent learner replays each unroll from its stored initial state, starting afresh at
+    the episode starts inside it (a second chunk, so that the initial states are not zeros)."""
     torch.set_num_threads(1)
-    config = load_config(
-        preset,
-        [
-            "workers.envs_per_worker=8",
-            "algorithm.num_steps=32",
-            "learner.batch_size=8",
-            "algorithm.num_storages=8",
-            "learner.device=cpu",
-        ],
-    )
+    overrides = [
+        "workers.envs_per_worker=8",
+        "algorithm.num_steps=32",
+        "learner.batch_size=8",
+        "algorithm.num_storages=8",
+        "learner.device=cpu",
+    ]
+    config = load_config(preset, overrides + (["algorithm.lstm_size=32"] if recurrent else []))
     spec = env_spec(config.env)
     learner = ALGORITHMS[config.algorithm.name].make_learner(
         config.algorithm, spec, config.learner, config.run
     )
     worker = RolloutWorker(config.env, config.workers, config.algorithm, 0, 0)
     worker.set_weights(learner.get_weights())
-    chunk, _ = worker.sample(0)
-    batch = Unrolls.concatenate(chunk.split())
-
-    network = learner.network
-    with torch.no_grad():
-        head, _ = network(learner.tensor(batch.obs[:, :-1]).flatten(0, 1))
-        logp = network.distribution(head).log_prob(learner.tensor(batch.actions).flatten())
-    np.testing.assert_allclose(logp.numpy(), batch.behaviour_logp.flatten(), atol=1e-5)
+    chunks = [worker.sample(0)[0] for _ in range(2)]
+    for chunk in chunks:
+        batch = Unrolls.concatenate(chunk.split())
+        with torch.no_grad():
+            out = forward_unrolls(learner.network, learner.network, batch, learner.tensor)
+            logp = learner.network.distribution(out.head).log_prob(learner.tensor(batch.actions))
+        np.testing.assert_allclose(logp.numpy(), batch.extras["logp"], atol=1e-5)
+    if recurrent:
+        assert chunks[1].env_reset.any()  # resets inside an unroll are covered
+        assert np.abs(chunks[1].initial_state["h"]).min(axis=1).max() > 0
+    else:
+        assert not chunks[1].initial_state

@@ -10,7 +10,7 @@ from rayrl.algorithms.exploration import apex_epsilons, linear_epsilon
 from rayrl.core import TransitionBatch
 from rayrl.envs import env_spec
 from rayrl.presets import load_config, with_overrides
-from tests.parts import learner_for, policy_for
+from tests.parts import all_starting, learner_for, policy_for
 
 
 def test_apex_epsilons_follow_the_paper():
@@ -49,9 +49,9 @@ def test_greedy_policy_is_deterministic_and_exploring_one_is_not(cartpole):
     config, spec = cartpole
     policy = policy_for(config, spec, 0)
     obs = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
-    greedy = policy.act(obs, explore=False).actions
-    assert np.array_equal(greedy, policy.act(obs, explore=False).actions)
-    exploring = policy.act(obs, explore=True, env_steps=0).actions  # epsilon 1
+    greedy = policy.act(obs, all_starting(obs), explore=False).actions
+    assert np.array_equal(greedy, policy.act(obs, all_starting(obs), explore=False).actions)
+    exploring = policy.act(obs, all_starting(obs), explore=True, env_steps=0).actions  # epsilon 1
     assert not np.array_equal(greedy, exploring)
 
 
@@ -152,7 +152,9 @@ def test_weights_round_trip_through_model_info(cartpole):
     assert policy.version == 1
     with torch.no_grad():
         expected = learner.online(torch.from_numpy(obs)).argmax(1).numpy()
-    np.testing.assert_array_equal(policy.act(obs, explore=False).actions, expected)
+    np.testing.assert_array_equal(
+        policy.act(obs, all_starting(obs), explore=False).actions, expected
+    )
 
 
 def test_dueling_head_shapes():

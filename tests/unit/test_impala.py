@@ -11,7 +11,7 @@ from rayrl.envs import env_spec
 from rayrl.presets import load_config, with_overrides
 from rayrl.processing import UnrollProcessor
 from rayrl.trajectory_queue import TrajectoryQueue
-from tests.parts import learner_for, policy_for
+from tests.parts import all_starting, heads_and_values, learner_for, per_step_outputs, policy_for
 
 
 def step(t: int, num_envs: int = 2, truncate_env: int | None = None) -> StepBatch:
@@ -43,7 +43,7 @@ def test_unroll_processor_keeps_bootstrap_and_final_observations():
     assert unrolls.final_obs[:, 0].tolist() == [1.5]
     assert unrolls.truncated[1].tolist() == [False, True, False]
     assert unrolls.policy_versions.tolist() == [7, 7]
-    assert unrolls.behaviour_logp.shape == (2, 3)
+    assert unrolls.extras["logp"].shape == (2, 3)
 
 
 def test_unroll_processor_needs_log_probs():
@@ -97,15 +97,17 @@ def test_workers_sample_and_evaluation_follows_its_protocol(cartpole):
     config, spec = cartpole  # cartpole_impala evaluates greedily, the CartPole protocol
     obs = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32)
     evaluation = policy_for(config, spec, None)
-    greedy = evaluation.act(obs, explore=False)
-    np.testing.assert_array_equal(greedy.actions, evaluation.act(obs, explore=False).actions)
-    sampled = policy_for(config, spec, 0).act(obs, explore=True)
+    greedy = evaluation.act(obs, all_starting(obs), explore=False)
+    np.testing.assert_array_equal(
+        greedy.actions, evaluation.act(obs, all_starting(obs), explore=False).actions
+    )
+    sampled = policy_for(config, spec, 0).act(obs, all_starting(obs), explore=True)
     assert not np.array_equal(sampled.actions, greedy.actions)
     assert sampled.extras["logp"].shape == (256,)
     assert np.all(sampled.extras["logp"] <= 0)
     # the IMPALA paper's protocol: evaluation samples from the policy too
     sampling = policy_for(with_overrides(config, ["algorithm.eval_policy=sample"]), spec, None)
-    first, second = (sampling.act(obs, explore=False).actions for _ in range(2))
+    first, second = (sampling.act(obs, all_starting(obs), explore=False).actions for _ in range(2))
     assert not np.array_equal(first, second)
 
 
@@ -123,16 +125,17 @@ def test_update_learns_to_prefer_rewarded_actions(cartpole):
         rewards=(actions == 1).astype(np.float32),  # action 1 pays
         terminated=np.ones((16, 8), dtype=bool),
         truncated=np.zeros((16, 8), dtype=bool),
-        behaviour_logp=np.full((16, 8), np.log(0.5), dtype=np.float32),
+        env_reset=np.ones((16, 8), dtype=bool),
         final_obs=np.zeros((0, 4), dtype=np.float32),
         final_index=np.zeros((0, 2), dtype=np.int64),
         policy_versions=np.zeros(16, dtype=np.int64),
+        extras={"logp": np.full((16, 8), np.log(0.5), dtype=np.float32)},
     )
     for _ in range(100):
         result = learner.update(batch)
     assert {"learner/pg_loss", "learner/baseline_loss", "learner/entropy"} <= set(result.metrics)
     with torch.no_grad():
-        logits, value = learner.network(torch.from_numpy(obs[:1, 0]))
+        logits, value = heads_and_values(learner.network, torch.from_numpy(obs[:1, 0]))
     assert torch.softmax(logits, 1)[0, 1] > 0.9
     # V-trace values the *target* policy, which now takes the paying action (about 1), not
     # the uniform behaviour policy that produced the batch (about 0.58)
@@ -145,7 +148,7 @@ def test_gaussian_head_for_box_actions():
     config = load_config("cartpole_impala", ["env.id=Pendulum-v1", "algorithm.hidden_sizes=[16]"])
     spec = env_spec(config.env)
     policy = policy_for(config, spec, 0)
-    out = policy.act(np.zeros((5, 3), dtype=np.float32), explore=True)
+    out = policy.act(np.zeros((5, 3), dtype=np.float32), np.ones(5, bool), explore=True)
     assert out.actions.shape == (5, 1)
     assert out.extras["logp"].shape == (5,)
 
@@ -153,19 +156,27 @@ def test_gaussian_head_for_box_actions():
 def reference_loss(network, batch: Unrolls, algo) -> torch.Tensor:
     """IMPALA's loss one step at a time, from V-trace's definition as a sum
     (Espeholt et al. 2018, eq. 1) rather than its recursion, summed over steps and unrolls
-    as the reference implementations do."""
+    as the reference implementations do. A recurrent network steps one observation at a
+    time from each unroll's stored state (`per_step_outputs`)."""
     total = 0.0
     for b in range(len(batch)):
-        logits, values = network(torch.from_numpy(batch.obs[b]))
+        state = None
+        if batch.initial_state:
+            state = tuple(torch.from_numpy(batch.initial_state[k][b : b + 1]) for k in "hc")
+        heads, value_list, states = per_step_outputs(
+            network, batch.obs[b], batch.env_reset[b], state
+        )
+        logits, values = torch.stack(heads), torch.stack(value_list)
         steps = len(batch.rewards[b])
         distribution = torch.distributions.Categorical(logits=logits[:steps])
         logp = distribution.log_prob(torch.from_numpy(batch.actions[b]))
         next_values = list(values[1:].detach())
         for k, (unroll, t) in enumerate(batch.final_index):
             if unroll == b:
-                final = torch.from_numpy(batch.final_obs[k : k + 1])
-                next_values[t] = network(final)[1][0].detach()
-        rho = torch.exp(logp.detach() - torch.from_numpy(batch.behaviour_logp[b]))
+                final = batch.final_obs[k : k + 1]
+                after = per_step_outputs(network, final, np.zeros(1, bool), states[t])
+                next_values[t] = after[1][0].detach()
+        rho = torch.exp(logp.detach() - torch.from_numpy(batch.extras["logp"][b]))
         ends = batch.terminated[b] | batch.truncated[b]
         gammas = [0.0 if batch.terminated[b][t] else algo.gamma for t in range(steps)]
         deltas = [
@@ -193,11 +204,17 @@ def reference_loss(network, batch: Unrolls, algo) -> torch.Tensor:
     return total
 
 
-def test_loss_and_gradients_match_the_reference_at_its_scale(cartpole):
+@pytest.mark.parametrize("lstm_size", [None, 8], ids=["feedforward", "lstm"])
+def test_loss_and_gradients_match_the_reference_at_its_scale(cartpole, lstm_size):
     """A fixed batch with a termination and a truncation inside unrolls and off-policy
-    ratios on both sides of the clips; the losses are sums, not means."""
+    ratios on both sides of the clips; the losses are sums, not means. A recurrent network
+    starts from stored states and starts afresh after the episode ends inside the unrolls:
+    gradients through time against the per-step reference."""
     config, spec = cartpole
-    config = with_overrides(config, ["algorithm.rho_clip=1.0", "algorithm.c_clip=0.9"])
+    overrides = ["algorithm.rho_clip=1.0", "algorithm.c_clip=0.9"]
+    if lstm_size is not None:
+        overrides.append(f"algorithm.lstm_size={lstm_size}")
+    config = with_overrides(config, overrides)
     learner = learner_for(config, spec)
     rng = np.random.default_rng(5)
     batch = Unrolls(
@@ -206,13 +223,19 @@ def test_loss_and_gradients_match_the_reference_at_its_scale(cartpole):
         rewards=rng.normal(size=(3, 5)).astype(np.float32),
         terminated=np.zeros((3, 5), dtype=bool),
         truncated=np.zeros((3, 5), dtype=bool),
-        behaviour_logp=np.log(rng.uniform(0.2, 0.8, size=(3, 5))).astype(np.float32),
+        env_reset=np.zeros((3, 5), dtype=bool),
         final_obs=rng.normal(size=(1, 4)).astype(np.float32),
         final_index=np.array([[1, 2]]),
         policy_versions=np.zeros(3, dtype=np.int64),
+        extras={"logp": np.log(rng.uniform(0.2, 0.8, size=(3, 5))).astype(np.float32)},
     )
     batch.terminated[0, 1] = batch.terminated[2, 4] = True
     batch.truncated[1, 2] = True
+    batch.env_reset[:] = batch.terminated | batch.truncated
+    if lstm_size is not None:
+        batch.initial_state = {
+            key: rng.normal(size=(3, lstm_size)).astype(np.float32) for key in ("h", "c")
+        }
 
     ours = learner.loss(batch)["loss"]
     ours_grads = torch.autograd.grad(ours, list(learner.network.parameters()))

@@ -1,6 +1,7 @@
 """Observation normalisation: the running statistics against numpy's mean and variance, the
 learner normalizing what it learns from, and the statistics travelling with the weights to
-workers, the evaluator, checkpoints, warm starts and resumes."""
+workers, the evaluator, checkpoints, warm starts and resumes. Reward normalisation: the
+workers' running returns, the learner's scaling and its checkpoint."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from rayrl.api import validate
-from rayrl.core import TransitionBatch, Unrolls
+from rayrl.core import StepBatch, TransitionBatch, Unrolls
 from rayrl.envs import env_spec
 from rayrl.errors import ConfigError
 from rayrl.evaluation import Evaluator
@@ -19,10 +20,12 @@ from rayrl.normalization import (
     NormalizingPolicy,
     RunningMoments,
     normalization_mismatch,
+    reward_normalization_mismatch,
 )
 from rayrl.presets import load_config
+from rayrl.processing import RETURN_EXTRA, UnrollProcessor
 from rayrl.worker import RolloutWorker
-from tests.parts import learner_for, policy_for
+from tests.parts import all_starting, learner_for, policy_for
 
 NORMALIZED = ["env.normalize.observations=true", "algorithm.hidden_sizes=[16]"]
 
@@ -117,10 +120,11 @@ def test_unrolls_count_each_step_once_and_normalize_their_final_observations():
         rewards=np.ones((64, 8), np.float32),
         terminated=np.zeros((64, 8), bool),
         truncated=np.zeros((64, 8), bool),
-        behaviour_logp=np.full((64, 8), np.log(0.5), np.float32),
+        env_reset=np.zeros((64, 8), bool),
         final_obs=np.full((1, 4), 2.0, np.float32),
         final_index=np.array([[0, 3]]),
         policy_versions=np.zeros(64, np.int64),
+        extras={"logp": np.full((64, 8), np.log(0.5), np.float32)},
     )
     learner.update(unrolls)
     steps = obs[:, :-1].reshape(-1, 4)
@@ -150,8 +154,8 @@ def test_workers_and_the_evaluator_act_on_the_learners_statistics(pendulum):
     obs = transitions(8, seed=7).obs
     normalized = learner.moments.normalize(obs, config.env.normalize.clip)
     np.testing.assert_array_equal(
-        evaluator.policy.act(obs, explore=False).actions,
-        plain.act(normalized, explore=False).actions,
+        evaluator.policy.act(obs, all_starting(obs), explore=False).actions,
+        plain.act(normalized, all_starting(normalized), explore=False).actions,
     )
     worker.close()
     evaluator.close()
@@ -187,3 +191,78 @@ def test_weights_trained_with_normalisation_are_refused_without_it_and_back(pend
     assert normalization_mismatch(normalized, normalized=True) is None
     assert "set env.normalize.observations=true" in normalization_mismatch(normalized, False)
     assert "set env.normalize.observations=false" in normalization_mismatch(plain, True)
+
+
+# ---- rewards ---------------------------------------------------------------------------------
+
+
+def reward_step(rewards: list[float], resets: list[bool]) -> StepBatch:
+    envs = len(rewards)
+    return StepBatch(
+        obs=np.zeros((envs, 2), np.float32),
+        actions=np.zeros(envs, np.int64),
+        rewards=np.array(rewards, np.float32),
+        terminated=np.array(resets),
+        truncated=np.zeros(envs, bool),
+        next_obs=np.zeros((envs, 2), np.float32),
+        env_reset=np.array(resets),
+        extras={"logp": np.zeros(envs, np.float32)},
+    )
+
+
+def test_workers_track_each_envs_discounted_return_across_unrolls_and_episodes():
+    processor = UnrollProcessor(num_envs=2, num_steps=2, return_discount=0.5)
+    unrolls = []
+    for first, second in (([False, False], [False, True]), ([False, False], [False, False])):
+        processor.process(reward_step([1, 2], first), policy_version=0)
+        processor.process(reward_step([1, 2], second), policy_version=0)
+        unrolls.append(processor.flush().extras[RETURN_EXTRA])
+    returns = np.concatenate(unrolls, axis=1)
+    # env 0: 1, 1.5, 1.75, 1.875 (across the unrolls); env 1 ends after its second step
+    np.testing.assert_allclose(returns[0], [1, 1.5, 1.75, 1.875])
+    np.testing.assert_allclose(returns[1], [2, 3, 2, 3])
+    processor = UnrollProcessor(num_envs=2, num_steps=1)  # without reward normalisation
+    processor.process(reward_step([1, 2], [False, False]), policy_version=0)
+    assert RETURN_EXTRA not in processor.flush().extras
+
+
+def test_the_learner_scales_rewards_by_the_spread_of_the_returns():
+    config = load_config(
+        "cartpole_ppo", ["env.normalize.rewards=true", "algorithm.hidden_sizes=[8]"]
+    )
+    learner = learner_for(config, env_spec(config.env))
+    assert learner.moments is None  # observations as they come
+    recording = learner.learner = Recording(learner.learner)
+    rng = np.random.default_rng(3)
+    returns = rng.normal(loc=40.0, scale=8.0, size=(16, 8)).astype(np.float32)
+    batch = Unrolls(
+        obs=rng.normal(size=(16, 9, 4)).astype(np.float32),
+        actions=rng.integers(0, 2, size=(16, 8)),
+        rewards=np.ones((16, 8), np.float32),
+        terminated=np.zeros((16, 8), bool),
+        truncated=np.zeros((16, 8), bool),
+        env_reset=np.zeros((16, 8), bool),
+        final_obs=np.zeros((0, 4), np.float32),
+        final_index=np.zeros((0, 2), np.int64),
+        policy_versions=np.zeros(16, np.int64),
+        extras={"logp": np.full((16, 8), np.log(0.5), np.float32), RETURN_EXTRA: returns},
+    )
+    result = learner.update(batch)
+    spread = returns.astype(np.float64).std()
+    np.testing.assert_allclose(recording.batches[0].rewards, 1.0 / spread, rtol=1e-5)
+    np.testing.assert_array_equal(recording.batches[0].obs, batch.obs)
+    assert result.metrics["learner/return_std"] == pytest.approx(spread, rel=1e-5)
+    assert "observation_moments" not in learner.state_dict()
+    assert not any(key.startswith(MOMENTS_PREFIX) for key in learner.get_weights().weights)
+
+    resumed = learner_for(config, env_spec(config.env))
+    resumed.load_state_dict(learner.state_dict())
+    assert resumed.return_moments.var == pytest.approx(spread**2)
+    assert reward_normalization_mismatch(learner.state_dict(), normalized=True) is None
+    problem = reward_normalization_mismatch(learner.state_dict(), normalized=False)
+    assert "set env.normalize.rewards=true" in problem
+
+
+def test_reward_normalisation_is_refused_for_replay():
+    with pytest.raises(ConfigError, match=r"env\.normalize\.rewards=true is for on-policy"):
+        load_config("pendulum_sac", ["env.normalize.rewards=true"])

@@ -15,7 +15,7 @@ from rayrl.core import Unrolls
 from rayrl.envs import env_spec
 from rayrl.errors import ConfigError
 from rayrl.presets import load_config
-from tests.parts import learner_for
+from tests.parts import heads_and_values, learner_for
 
 # ---- GAE -------------------------------------------------------------------------------------
 
@@ -139,10 +139,11 @@ def one_state_batch(actions: np.ndarray, obs_row: np.ndarray) -> Unrolls:
         rewards=(actions == 1).astype(np.float32),
         terminated=np.ones((unrolls, steps), dtype=bool),
         truncated=np.zeros((unrolls, steps), dtype=bool),
-        behaviour_logp=np.full((unrolls, steps), np.log(0.5), dtype=np.float32),
+        env_reset=np.ones((unrolls, steps), dtype=bool),
         final_obs=np.zeros((0, 4), dtype=np.float32),
         final_index=np.zeros((0, 2), dtype=np.int64),
         policy_versions=np.zeros(unrolls, dtype=np.int64),
+        extras={"logp": np.full((unrolls, steps), np.log(0.5), dtype=np.float32)},
     )
 
 
@@ -154,14 +155,14 @@ def test_updates_move_the_policy_to_the_rewarded_action(cartpole):
     for _ in range(15):
         # fresh behaviour data from the current policy, as workers would send it
         with torch.no_grad():
-            logits, _ = learner.network(torch.from_numpy(obs_row[None]))
+            logits, _ = heads_and_values(learner.network, torch.from_numpy(obs_row[None]))
         probs = torch.softmax(logits, 1)[0].numpy().astype(np.float64)
         actions = rng.choice(2, size=(8, 32), p=probs / probs.sum())
         batch = one_state_batch(actions, obs_row)
-        batch.behaviour_logp = np.log(probs[actions]).astype(np.float32)
+        batch.extras["logp"] = np.log(probs[actions]).astype(np.float32)
         result = learner.update(batch)
     with torch.no_grad():
-        logits, value = learner.network(torch.from_numpy(obs_row[None]))
+        logits, value = heads_and_values(learner.network, torch.from_numpy(obs_row[None]))
     assert torch.softmax(logits, 1)[0, 1] > 0.9
     assert value.item() > 0.7
     assert learner.updates == 15
@@ -201,16 +202,17 @@ def test_a_truncated_step_bootstraps_from_its_true_final_observation(cartpole):
         rewards=np.array([[1.0, 2.0, 3.0]], dtype=np.float32),
         terminated=np.array([[False, False, False]]),
         truncated=np.array([[False, True, False]]),
-        behaviour_logp=np.zeros((1, 3), dtype=np.float32),
+        env_reset=np.array([[False, True, False]]),
         final_obs=final,
         final_index=np.array([[0, 1]]),
         policy_versions=np.zeros(1, dtype=np.int64),
+        extras={"logp": np.zeros((1, 3), dtype=np.float32)},
     )
     start = learner.targets(batch)
     values, advantages, returns = start.values, start.advantages, start.returns
     with torch.no_grad():
-        v = learner.network(torch.from_numpy(obs[0]))[1].double().numpy()
-        v_final = learner.network(torch.from_numpy(final))[1].double().item()
+        v = heads_and_values(learner.network, torch.from_numpy(obs[0]))[1].double().numpy()
+        v_final = heads_and_values(learner.network, torch.from_numpy(final))[1].double().item()
     gamma, lam = config.algorithm.gamma, config.algorithm.gae_lambda
     a2 = 3.0 + gamma * v[3] - v[2]  # a new episode from t=2, bootstrapping from obs[3]
     a1 = 2.0 + gamma * v_final - v[1]  # truncated: the final obs's value, no carry from t=2
@@ -277,10 +279,11 @@ def test_gaussian_head_for_box_actions():
         rewards=rng.normal(size=(8, 32)).astype(np.float32),
         terminated=np.zeros((8, 32), dtype=bool),
         truncated=np.zeros((8, 32), dtype=bool),
-        behaviour_logp=np.full((8, 32), -1.0, dtype=np.float32),
+        env_reset=np.zeros((8, 32), dtype=bool),
         final_obs=np.zeros((0, 3), dtype=np.float32),
         final_index=np.zeros((0, 2), dtype=np.int64),
         policy_versions=np.zeros(8, dtype=np.int64),
+        extras={"logp": np.full((8, 32), -1.0, dtype=np.float32)},
     )
     result = learner.update(batch)
     assert np.isfinite(result.metrics["learner/loss"])
@@ -294,11 +297,11 @@ def test_stale_unrolls_are_weighted_by_the_start_policy_over_the_acting_one(cart
     # acted by the same policy (weight 1), by one that found the action half as likely
     # (weight 2), or ten times as likely (weight 0.1); then a third as likely: 3, truncated
     for acted, expected in ((0.0, 1.0), (np.log(0.5), 2.0), (np.log(10.0), 0.1)):
-        batch.behaviour_logp = (start.numpy() + acted).astype(np.float32)
+        batch.extras["logp"] = (start.numpy() + acted).astype(np.float32)
         result = learner.update(batch)
         assert result.metrics["learner/behaviour_weight"] == pytest.approx(expected, rel=1e-4)
         learner.load_state_dict(learner_for(config, spec).state_dict())  # back to the start
-    batch.behaviour_logp = (start.numpy() + np.log(1 / 3)).astype(np.float32)
+    batch.extras["logp"] = (start.numpy() + np.log(1 / 3)).astype(np.float32)
     capped = learner.update(batch).metrics["learner/behaviour_weight"]
     assert capped == pytest.approx(config.algorithm.max_behaviour_weight)
 

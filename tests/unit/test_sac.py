@@ -17,7 +17,7 @@ from rayrl.envs import env_spec
 from rayrl.envs.spec import EnvSpec
 from rayrl.errors import ConfigError
 from rayrl.presets import load_config
-from tests.parts import learner_for, policy_for
+from tests.parts import all_starting, learner_for, policy_for
 
 SMALL = ["algorithm.hidden_sizes=[32, 32]", "learner.batch_size=16"]
 
@@ -281,16 +281,17 @@ def test_workers_explore_at_random_first_and_evaluation_is_deterministic(pendulu
     config, spec = pendulum
     policy = policy_for(config, spec, 0)
     obs = np.random.default_rng(0).normal(size=(256, 3)).astype(np.float32)
-    early = policy.act(obs, explore=True, env_steps=0).actions
+    early = policy.act(obs, all_starting(obs), explore=True, env_steps=0).actions
     assert early.shape == (256, 1)
     assert early.dtype == np.float32
     assert early.min() < -1.5
     assert early.max() > 1.5
-    later = policy.act(obs, explore=True, env_steps=10**6).actions
+    later = policy.act(obs, all_starting(obs), explore=True, env_steps=10**6).actions
     assert np.all(np.abs(later) <= 2.0)
     evaluation = policy_for(config, spec, None)
     np.testing.assert_array_equal(
-        evaluation.act(obs, explore=False).actions, evaluation.act(obs, explore=False).actions
+        evaluation.act(obs, all_starting(obs), explore=False).actions,
+        evaluation.act(obs, all_starting(obs), explore=False).actions,
     )
 
 

@@ -1,0 +1,121 @@
+"""Recurrent policies: the acting state starts afresh exactly where episodes start, and
+PPO replays whole unrolls from their stored states in its minibatches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rayrl.core import Unrolls
+from rayrl.envs import env_spec
+from rayrl.errors import ConfigError
+from rayrl.presets import load_config
+from tests.parts import learner_for, per_step_outputs, policy_for
+
+SMALL = ["algorithm.hidden_sizes=[8]", "algorithm.lstm_size=8"]
+
+
+@pytest.fixture(scope="module")
+def pomdp():
+    config = load_config("cartpole_pomdp_ppo", SMALL)
+    return config, env_spec(config.env)
+
+
+def test_the_state_starts_afresh_only_for_the_envs_that_start_an_episode(pomdp):
+    """A hand-built sequence of starts over three envs; each env's state is checked against
+    the network stepped by hand from zeros at that env's own starts."""
+    config, spec = pomdp
+    policy = policy_for(config, spec, 0).policy  # the recurrent policy inside the normalizer
+    rng = np.random.default_rng(0)
+    starts = np.zeros((6, 3), dtype=bool)
+    starts[0] = True
+    starts[2, 1] = starts[4, 0] = starts[5, 0] = True
+    obs = rng.normal(size=(6, 3, 2)).astype(np.float32)
+    reported = [policy.act(obs[t], starts[t], explore=True).state for t in range(6)]
+
+    for env in range(3):
+        resets = np.append(starts[1:, env], False)  # a start at t + 1: a reset after step t
+        _, _, after = per_step_outputs(policy.network, obs[:, env], resets, None)
+        for t in range(6):
+            expected = torch.zeros(8) if starts[t, env] else after[t - 1][0][0]
+            np.testing.assert_allclose(reported[t]["h"][env], expected.detach(), atol=1e-6)
+    assert not reported[4]["h"][0].any()  # env 0 started afresh, env 1 went on
+    assert reported[4]["h"][1].any()
+
+
+def test_a_different_number_of_envs_needs_every_env_to_start(pomdp):
+    config, spec = pomdp
+    policy = policy_for(config, spec, None)
+    obs = np.zeros((4, 2), dtype=np.float32)
+    policy.act(obs, np.ones(4, bool), explore=False)
+    with pytest.raises(ValueError, match="needs every env to start an episode"):
+        policy.act(obs[:1], np.zeros(1, bool), explore=False)
+    policy.act(obs[:1], np.ones(1, bool), explore=False)  # as the video's one env does
+
+
+def recurrent_batch(rng: np.random.Generator, unrolls: int = 4, steps: int = 6) -> Unrolls:
+    terminated = rng.random((unrolls, steps)) < 0.15
+    return Unrolls(
+        obs=rng.normal(size=(unrolls, steps + 1, 2)).astype(np.float32),
+        actions=rng.integers(0, 2, size=(unrolls, steps)),
+        rewards=np.ones((unrolls, steps), np.float32),
+        terminated=terminated,
+        truncated=np.zeros((unrolls, steps), bool),
+        env_reset=terminated.copy(),
+        final_obs=np.zeros((0, 2), np.float32),
+        final_index=np.zeros((0, 2), np.int64),
+        policy_versions=np.zeros(unrolls, np.int64),
+        extras={
+            "logp": np.full((unrolls, steps), np.log(0.5), np.float32),
+            "discounted_return": np.ones((unrolls, steps), np.float32),
+        },
+        initial_state={k: rng.normal(size=(unrolls, 8)).astype(np.float32) for k in "hc"},
+    )
+
+
+def test_ppo_replays_each_unroll_of_a_minibatch_from_its_stored_state(pomdp):
+    """The update's targets score every step as the per-step reference does, and a
+    minibatch of some of the unrolls, in any order, reproduces their steps' scores."""
+    config, spec = pomdp
+    learner = learner_for(config, spec).learner
+    batch = recurrent_batch(np.random.default_rng(1))
+    assert batch.env_reset.any()
+    start = learner.targets(batch)
+    for b in range(len(batch)):
+        state = tuple(torch.from_numpy(batch.initial_state[k][b : b + 1]) for k in "hc")
+        heads, values, _ = per_step_outputs(
+            learner.network, batch.obs[b], batch.env_reset[b], state
+        )
+        logp = torch.distributions.Categorical(logits=torch.stack(heads[:-1])).log_prob(
+            torch.from_numpy(batch.actions[b])
+        )
+        torch.testing.assert_close(start.logp[b], logp.detach(), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(start.values[b], torch.stack(values[:-1]).detach())
+
+    sequences = learner.sequences(batch, {"old_logp": start.logp})
+    rows = torch.tensor([2, 0])
+    with torch.no_grad():
+        out = learner.model(
+            sequences.obs[rows], sequences.starts[rows], tuple(s[rows] for s in sequences.state)
+        )
+        actions = learner.tensor(batch.actions)[rows]
+        logp = learner.network.distribution(out.head).log_prob(actions)
+    torch.testing.assert_close(logp, start.logp[rows])
+
+
+def test_a_recurrent_update_runs_on_minibatches_of_whole_unrolls(pomdp):
+    _, spec = pomdp
+    config = load_config("cartpole_pomdp_ppo", [*SMALL, "algorithm.num_minibatches=2"])
+    learner = learner_for(config, spec)
+    result = learner.update(recurrent_batch(np.random.default_rng(2), unrolls=8))
+    assert np.isfinite(result.metrics["learner/loss"])
+    assert learner.updates == 1
+
+
+def test_minibatches_that_would_cut_unrolls_are_refused():
+    with pytest.raises(ConfigError, match=r"algorithm.num_minibatches=3 .* whole unrolls"):
+        load_config(
+            "cartpole_pomdp_ppo",
+            ["algorithm.num_minibatches=3", "learner.batch_size=8", "algorithm.num_steps=24"],
+        )
