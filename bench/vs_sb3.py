@@ -1,21 +1,26 @@
-"""rayrl SAC against Stable-Baselines3 SAC on one continuous-control env, side by side.
+"""A rayrl preset against its Stable-Baselines3 peer on the same env, side by side: SAC on
+continuous control, sb3-contrib's RecurrentPPO on CartPole without velocities.
 
 For each seed, in turn (the order alternating from seed to seed), two whole commands, each in
 its own process and timed from its start to its exit:
 - `rayrl train --config PRESET` (the Ray runtime, as users run it);
-- SB3 SAC with rl-baselines3-zoo's settings for the env (`ZOO`; SB3's defaults otherwise:
-  256x256, batch 256, tau 0.005, gamma 0.99, one gradient step per env step, so the same
-  update-to-data ratio as rayrl's presets), with torch's default threads (all cores), as
-  a user runs it (rayrl's learner keeps its one thread: two made the Ray runtime slower on
-  2 cores, where the worker, the evaluator and Ray's processes share the second).
+- the peer with rl-baselines3-zoo's settings for the env (`ZOO`), with torch's default
+  threads (all cores), as a user runs it (rayrl's learner keeps its one thread: two made
+  the Ray runtime slower on 2 cores, where the workers, the evaluator and Ray's processes
+  share the second). SAC: SB3's defaults otherwise (256x256, batch 256, tau 0.005, gamma
+  0.99, one gradient step per env step, the update-to-data ratio of rayrl's presets).
+  RecurrentPPO: the zoo's `ppo_lstm.yml` entry, with its VecNormalize (observations and
+  rewards), which the evaluation env shares.
 Both evaluate the deterministic policy on 10 episodes every `--eval-every` env steps and
 stop at `--target` (when given) or after `--steps` env steps. The table gives, per
 contender, the final evaluation at equal env steps, the env steps at which the target was
 first reached, the wall time and the env steps per second over the whole command, and the
 ratios measured within each seed's pair. The peers come from `pip install -e ".[bench]"`.
 
-    python bench/continuous.py --preset pendulum_sac --steps 12000 --target -200 --seeds 0 1 2
-    python bench/continuous.py --preset halfcheetah_sac --steps 100000 --seeds 0
+    python bench/vs_sb3.py --preset pendulum_sac --steps 12000 --target -200 --seeds 0 1 2
+    python bench/vs_sb3.py --preset halfcheetah_sac --steps 100000 --seeds 0
+    python bench/vs_sb3.py --preset cartpole_pomdp_ppo --steps 100000 --target 475 \
+        --eval-every 2048 --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -27,16 +32,53 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.common import median_range
 
-ZOO: dict[str, dict[str, Any]] = {
+
+@dataclass(frozen=True)
+class Peer:
+    """An SB3 algorithm as rl-baselines3-zoo runs it on one env."""
+
+    algorithm: str
+    """"SAC" (stable_baselines3) or "RecurrentPPO" (sb3_contrib)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    n_envs: int = 1
+    normalize: bool = False
+    """VecNormalize on observations and rewards (the zoo's `normalize: true`)."""
+
+
+ZOO: dict[str, Peer] = {
     # rl-baselines3-zoo hyperparams/sac.yml
-    "Pendulum-v1": {"learning_rate": 1e-3},
-    "HalfCheetah-v5": {"learning_starts": 10_000},
-    "Hopper-v5": {"learning_starts": 10_000},
+    "Pendulum-v1": Peer("SAC", {"learning_rate": 1e-3}),
+    "HalfCheetah-v5": Peer("SAC", {"learning_starts": 10_000}),
+    "Hopper-v5": Peer("SAC", {"learning_starts": 10_000}),
+    # rl-baselines3-zoo hyperparams/ppo_lstm.yml, CartPoleNoVel-v1 (our registration of it)
+    "rayrl/CartPoleNoVel-v1": Peer(
+        "RecurrentPPO",
+        {
+            "n_steps": 32,
+            "batch_size": 256,
+            "gae_lambda": 0.8,
+            "gamma": 0.98,
+            "n_epochs": 20,
+            "ent_coef": 0.0,
+            "learning_rate": "lin_0.001",
+            "clip_range": "lin_0.2",
+            "policy_kwargs": {
+                "ortho_init": False,
+                "activation_fn": "relu",
+                "lstm_hidden_size": 64,
+                "enable_critic_lstm": True,
+                "net_arch": {"pi": [64], "vf": [64]},
+            },
+        },
+        n_envs=8,
+        normalize=True,
+    ),
 }
 
 
@@ -59,7 +101,7 @@ def run_rayrl(preset: str, steps: int, target: float | None, every: int, seed: i
 
 def run_sb3(env_id: str, steps: int, target: float | None, every: int, seed: int) -> dict:
     command = [
-        sys.executable, "-m", "bench.continuous", "--sb3-child", env_id,
+        sys.executable, "-m", "bench.vs_sb3", "--sb3-child", env_id,
         "--steps", str(steps), "--eval-every", str(every), "--seeds", str(seed),
         "--target", "none" if target is None else str(target),
     ]  # fmt: skip
@@ -71,11 +113,15 @@ def run_sb3(env_id: str, steps: int, target: float | None, every: int, seed: int
 
 
 def sb3_child(env_id: str, steps: int, target: float | None, every: int, seed: int) -> None:
-    """SB3 SAC trained and evaluated in this process; prints [[env_steps, mean], ...]."""
-    from stable_baselines3 import SAC
+    """The env's SB3 peer trained and evaluated in this process; prints
+    [[env_steps, mean], ...]."""
     from stable_baselines3.common.callbacks import EvalCallback, StopTrainingOnRewardThreshold
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
 
+    import rayrl.envs  # noqa: F401  (registers rayrl/CartPoleNoVel-v1)
+
+    peer = ZOO[env_id]
     stop = None if target is None else StopTrainingOnRewardThreshold(target, verbose=0)
     evaluations: list[list[float]] = []
 
@@ -86,17 +132,46 @@ def sb3_child(env_id: str, steps: int, target: float | None, every: int, seed: i
                 evaluations.append([self.num_timesteps, float(self.last_mean_reward)])
             return going_on
 
+    env = make_vec_env(env_id, n_envs=peer.n_envs, seed=seed)
+    eval_env = make_vec_env(env_id, n_envs=1, seed=seed + 1000)
+    if peer.normalize:  # the callback copies the training statistics to the eval env
+        env = VecNormalize(env, gamma=peer.settings.get("gamma", 0.99))
+        eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
     callback = Record(
-        make_vec_env(env_id, n_envs=1, seed=seed + 1000),
+        eval_env,
         callback_on_new_best=stop,
-        eval_freq=every,
+        eval_freq=max(1, every // peer.n_envs),  # counted in vector steps
         n_eval_episodes=10,
         deterministic=True,
         verbose=0,
     )
-    model = SAC("MlpPolicy", env_id, seed=seed, device="cpu", verbose=0, **ZOO[env_id])
+    model = peer_model(peer, env, seed)
     model.learn(steps, callback=callback)
     print(json.dumps(evaluations))
+
+
+def peer_model(peer: Peer, env: Any, seed: int) -> Any:
+    """The zoo's settings made into SB3 objects (schedules, activation functions)."""
+    from stable_baselines3.common.utils import LinearSchedule
+    from torch import nn
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith("lin_"):
+            return LinearSchedule(float(value[4:]), 0.0, 1.0)
+        if value == "relu":
+            return nn.ReLU
+        if isinstance(value, dict):
+            return {key: resolve(v) for key, v in value.items()}
+        return value
+
+    settings = resolve(peer.settings)
+    if peer.algorithm == "RecurrentPPO":
+        from sb3_contrib import RecurrentPPO
+
+        return RecurrentPPO("MlpLstmPolicy", env, seed=seed, device="cpu", **settings)
+    from stable_baselines3 import SAC
+
+    return SAC("MlpPolicy", env, seed=seed, device="cpu", **settings)
 
 
 def summary(evals: list[tuple[int, float]], target: float | None, wall: float) -> dict:
