@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import median_range
+from common import median_range
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def run_rayrl(preset: str, steps: int, target: float | None, every: int, seed: i
 
 def run_sb3(env_id: str, steps: int, target: float | None, every: int, seed: int) -> dict:
     command = [
-        sys.executable, "-m", "bench.vs_sb3", "--sb3-child", env_id,
+        sys.executable, __file__, "--sb3-child", env_id,
         "--steps", str(steps), "--eval-every", str(every), "--seeds", str(seed),
         "--target", "none" if target is None else str(target),
     ]  # fmt: skip

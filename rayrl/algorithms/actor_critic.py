@@ -51,7 +51,9 @@ class SequenceOutput:
 
 class ActorCritic(nn.Module):
     """Policy head (logits, or a Gaussian mean with a learned log-std) and value head, on a
-    torso and, with `lstm_size`, an LSTM core."""
+    torso and, with `lstm_size`, an LSTM core; with a `critic_torso` the value head has a
+    torso (and core) of its own, and a recurrent state holds the policy's and the critic's
+    side by side."""
 
     def __init__(
         self,
@@ -59,14 +61,20 @@ class ActorCritic(nn.Module):
         action_space: spaces.Space,
         algorithm: str,
         lstm_size: int | None = None,
+        critic_torso: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.torso = torso
-        features = torso.out_features
-        self.core = None if lstm_size is None else nn.LSTMCell(features, lstm_size)
-        if lstm_size is not None:
-            features = lstm_size
-        self.value = nn.Linear(features, 1)
+        self.core = None if lstm_size is None else nn.LSTMCell(torso.out_features, lstm_size)
+        self.critic_torso = critic_torso
+        self.critic_core = None
+        if critic_torso is not None and lstm_size is not None:
+            self.critic_core = nn.LSTMCell(critic_torso.out_features, lstm_size)
+        features = torso.out_features if lstm_size is None else lstm_size
+        value_features = features
+        if critic_torso is not None and lstm_size is None:
+            value_features = critic_torso.out_features
+        self.value = nn.Linear(value_features, 1)
         if isinstance(action_space, spaces.Discrete):
             self.continuous = False
             self.policy = nn.Linear(features, int(action_space.n))
@@ -87,7 +95,8 @@ class ActorCritic(nn.Module):
     def initial_state(self, batch: int, device: torch.device | None = None) -> State:
         """Zeros: the state at an episode's start."""
         assert self.core is not None
-        zeros = torch.zeros(batch, self.core.hidden_size, device=device)
+        cores = 1 if self.critic_core is None else 2
+        zeros = torch.zeros(batch, cores * self.core.hidden_size, device=device)
         return zeros, zeros.clone()
 
     def forward(
@@ -98,20 +107,26 @@ class ActorCritic(nn.Module):
     ) -> SequenceOutput:
         """Outputs for `obs` (B, T, ...); a recurrent core starts from `state` (zeros when
         None) and from zeros again before each step where `episode_starts` (B, T) is set."""
-        batch, steps = obs.shape[:2]
-        features = self.torso(obs.flatten(0, 1)).unflatten(0, (batch, steps))
-        states = None
-        if self.core is not None:
-            h, c = state if state is not None else self.initial_state(batch, obs.device)
-            continues = 1.0 - episode_starts.float().unsqueeze(-1)  # (B, T, 1)
-            hs, cs = [], []
-            for t in range(steps):
-                h, c = self.core(features[:, t], (h * continues[:, t], c * continues[:, t]))
-                hs.append(h)
-                cs.append(c)
-            states = (torch.stack(hs, dim=1), torch.stack(cs, dim=1))
-            features = states[0]
-        return SequenceOutput(self.policy(features), self.value(features).squeeze(-1), states)
+        if self.core is not None and state is None:
+            state = self.initial_state(len(obs), obs.device)
+        actor_state = critic_state = state
+        if self.critic_core is not None and state is not None:
+            size = self.core.hidden_size
+            actor_state = (state[0][:, :size], state[1][:, :size])
+            critic_state = (state[0][:, size:], state[1][:, size:])
+        features, states = _trunk(self.torso, self.core, obs, episode_starts, actor_state)
+        value_features = features
+        if self.critic_torso is not None:
+            value_features, critic_states = _trunk(
+                self.critic_torso, self.critic_core, obs, episode_starts, critic_state
+            )
+            if states is not None and critic_states is not None:
+                states = (
+                    torch.cat([states[0], critic_states[0]], dim=-1),
+                    torch.cat([states[1], critic_states[1]], dim=-1),
+                )
+        values = self.value(value_features).squeeze(-1)
+        return SequenceOutput(self.policy(features), values, states)
 
     def distribution(self, head: torch.Tensor) -> torch.distributions.Distribution:
         if not self.continuous:
@@ -120,9 +135,37 @@ class ActorCritic(nn.Module):
         return torch.distributions.Independent(torch.distributions.Normal(head, std), 1)
 
 
+def _trunk(
+    torso: nn.Module,
+    core: nn.LSTMCell | None,
+    obs: torch.Tensor,
+    episode_starts: torch.Tensor,
+    state: State | None,
+) -> tuple[torch.Tensor, State | None]:
+    """A torso over (B, T, ...) observations, then a core stepped over time from `state`,
+    its state zeroed before each step where an episode starts: the features (B, T, F) and
+    the core's (h, c) after each step."""
+    batch, steps = obs.shape[:2]
+    features = torso(obs.flatten(0, 1)).unflatten(0, (batch, steps))
+    if core is None or state is None:
+        return features, None
+    h, c = state
+    continues = 1.0 - episode_starts.float().unsqueeze(-1)  # (B, T, 1)
+    hs, cs = [], []
+    for t in range(steps):
+        h, c = core(features[:, t], (h * continues[:, t], c * continues[:, t]))
+        hs.append(h)
+        cs.append(c)
+    hidden = torch.stack(hs, dim=1)
+    return hidden, (hidden, torch.stack(cs, dim=1))
+
+
 def make_actor_critic(algo: OnPolicyConfig, spec: EnvSpec) -> ActorCritic:
-    torso = make_torso(algo.network, spec.observation_space, algo.hidden_sizes)
-    return ActorCritic(torso, spec.action_space, algo.name, algo.lstm_size)
+    def torso() -> nn.Module:
+        return make_torso(algo.network, spec.observation_space, algo.hidden_sizes)
+
+    critic_torso = torso() if algo.separate_critic else None
+    return ActorCritic(torso(), spec.action_space, algo.name, algo.lstm_size, critic_torso)
 
 
 class ActorCriticPolicy:

@@ -29,6 +29,10 @@ class OnPolicyConfig(AlgorithmConfig):
     lstm_size: int | None = bounded(None, ge=1)
     """Units of an LSTM core between the torso and the heads, which gives the policy memory
     of the episode so far (for partially observed tasks); None: feed-forward."""
+    separate_critic: bool = False
+    """Give the value head a torso (and LSTM core) of its own instead of sharing the
+    policy's, so that the value loss shapes only the critic's features (the layout of
+    CleanRL's continuous-control PPO and of sb3-contrib's RecurrentPPO)."""
     eval_policy: Literal["sample", "greedy"] = "sample"
     """How evaluation acts: "sample" from the policy, as the IMPALA and PPO papers'
     evaluations do, or "greedy" (the most likely action, the mean for continuous ones)."""

@@ -46,11 +46,16 @@ def test_unrolls_hold_the_observations_acted_on_and_their_true_successors():
 
 
 @pytest.mark.parametrize(
-    ("preset", "recurrent"),
-    [("minatar_ppo", False), ("minatar_impala", False), ("minatar_ppo", True)],
-    ids=["ppo", "impala", "ppo-lstm"],
+    ("preset", "extra"),
+    [
+        ("minatar_ppo", []),
+        ("minatar_impala", []),
+        ("minatar_ppo", ["algorithm.lstm_size=32"]),
+        ("minatar_impala", ["algorithm.lstm_size=32", "algorithm.separate_critic=true"]),
+    ],
+    ids=["ppo", "impala", "ppo-lstm", "impala-lstm-separate-critic"],
 )
-def test_the_learner_scores_a_workers_unrolls_as_the_worker_did(preset, recurrent):
+def test_the_learner_scores_a_workers_unrolls_as_the_worker_did(preset, extra):
     """The learner, with the weights the worker acted with, gives every acted action the
     log-probability the worker recorded: the same observations, layout and network. A
     recurrent learner replays each unroll from its stored initial state, starting afresh at
@@ -63,7 +68,8 @@ def test_the_learner_scores_a_workers_unrolls_as_the_worker_did(preset, recurren
         "algorithm.num_storages=8",
         "learner.device=cpu",
     ]
-    config = load_config(preset, overrides + (["algorithm.lstm_size=32"] if recurrent else []))
+    config = load_config(preset, overrides + extra)
+    recurrent = bool(extra)
     spec = env_spec(config.env)
     learner = ALGORITHMS[config.algorithm.name].make_learner(
         config.algorithm, spec, config.learner, config.run

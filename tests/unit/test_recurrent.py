@@ -119,3 +119,25 @@ def test_minibatches_that_would_cut_unrolls_are_refused():
             "cartpole_pomdp_ppo",
             ["algorithm.num_minibatches=3", "learner.batch_size=8", "algorithm.num_steps=24"],
         )
+
+
+def test_a_separate_critic_keeps_the_value_loss_out_of_the_policys_network():
+    """With `separate_critic` the value's gradient reaches only the critic's torso and
+    core, the policy's only the policy's; the state holds both cores' side by side."""
+    config = load_config("cartpole_pomdp_ppo", [*SMALL, "algorithm.separate_critic=true"])
+    network = learner_for(config, env_spec(config.env)).learner.network
+    obs = torch.randn(3, 5, 2)
+    starts = torch.zeros(3, 5, dtype=torch.bool)
+    state = network.initial_state(3)
+    assert state[0].shape == (3, 16)
+    out = network(obs, starts, state)
+    assert out.states[0].shape == (3, 5, 16)
+    policy_side = [*network.torso.parameters(), *network.core.parameters()]
+    critic_side = [*network.critic_torso.parameters(), *network.critic_core.parameters()]
+    value_grads = torch.autograd.grad(
+        out.values.sum(), policy_side + critic_side, allow_unused=True
+    )
+    assert all(g is None for g in value_grads[: len(policy_side)])
+    assert all(g is not None and g.abs().sum() > 0 for g in value_grads[len(policy_side) :])
+    head_grads = torch.autograd.grad(out.head.sum(), critic_side, allow_unused=True)
+    assert all(g is None for g in head_grads)
