@@ -243,7 +243,8 @@ class UnrollProcessor:
 
     With `return_discount` (reward normalisation) it also keeps each env's running
     discounted return at every step, `RETURN_EXTRA`: R_t = r_t + gamma R_{t-1}, from 0 at
-    each episode's start, across unrolls; the learner scales rewards by its spread.
+    each episode's start, across unrolls; the learner scales rewards by its spread. It runs
+    over whole games: a lost life that is terminal for learning does not restart it.
     """
 
     def __init__(self, num_envs: int, num_steps: int, return_discount: float | None = None):

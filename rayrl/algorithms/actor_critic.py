@@ -7,7 +7,10 @@ optional LSTM core between them (`algorithm.lstm_size`): a policy with memory, f
 partially observed tasks. The policy samples when exploring and takes the distribution's
 mode otherwise, and reports the behaviour log-probabilities that the on-policy processor
 keeps, and, when recurrent, the state it acted from, which each unroll keeps for its first
-step so that the learner replays the unroll from where the worker was.
+step so that the learner replays the unroll from where the worker was. The learner does
+so with its own, possibly newer, weights (up to `max_policy_lag` versions): the stored
+state is then an approximation of the one its weights would have reached, the usual one
+(R2D2's "stored state"), which the acted log-probabilities' correction covers.
 
 Every forward runs over sequences, (B, T, ...) observations with (B, T) episode starts:
 a recurrent core starts afresh from zeros where an episode starts, the same rule the acting
@@ -34,7 +37,8 @@ from rayrl.errors import ConfigError
 from rayrl.families.on_policy import OnPolicyConfig
 
 State = tuple[torch.Tensor, torch.Tensor]
-"""An LSTM core's (h, c), each (B, lstm_size)."""
+"""A recurrent network's (h, c), each (B, lstm_size), or (B, 2 x lstm_size) with a separate
+critic (the policy's core's, then the critic's)."""
 
 
 @dataclass
@@ -46,7 +50,8 @@ class SequenceOutput:
     values: torch.Tensor
     """(B, T)."""
     states: State | None
-    """A recurrent core's (h, c) after each step, each (B, T, lstm_size); None without one."""
+    """A recurrent network's (h, c) after each step, each (B, T, state width); None without
+    a core."""
 
 
 class ActorCritic(nn.Module):
@@ -164,8 +169,9 @@ def make_actor_critic(algo: OnPolicyConfig, spec: EnvSpec) -> ActorCritic:
     def torso() -> nn.Module:
         return make_torso(algo.network, spec.observation_space, algo.hidden_sizes)
 
+    actor_torso = torso()  # first: the same seed gives the same policy torso either way
     critic_torso = torso() if algo.separate_critic else None
-    return ActorCritic(torso(), spec.action_space, algo.name, algo.lstm_size, critic_torso)
+    return ActorCritic(actor_torso, spec.action_space, algo.name, algo.lstm_size, critic_torso)
 
 
 class ActorCriticPolicy:

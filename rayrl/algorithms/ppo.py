@@ -199,7 +199,7 @@ class Minibatching:
     starts: torch.Tensor
     """bool (N, L): episode starts, where a recurrent core starts afresh."""
     state: State | None
-    """A recurrent core's state before each sequence, each (N, lstm_size)."""
+    """A recurrent network's state before each sequence, each (N, state width)."""
     columns: dict[str, torch.Tensor]
     """Per-step values, each (N, L, ...)."""
 

@@ -31,8 +31,9 @@ class OnPolicyConfig(AlgorithmConfig):
     of the episode so far (for partially observed tasks); None: feed-forward."""
     separate_critic: bool = False
     """Give the value head a torso (and LSTM core) of its own instead of sharing the
-    policy's, so that the value loss shapes only the critic's features (the layout of
-    CleanRL's continuous-control PPO and of sb3-contrib's RecurrentPPO)."""
+    policy's, so that the value loss shapes only the critic's features (as CleanRL's
+    continuous-control PPO does; sb3-contrib's RecurrentPPO gives its critic an LSTM of its
+    own). It costs a second forward pass in the workers and the learner."""
     eval_policy: Literal["sample", "greedy"] = "sample"
     """How evaluation acts: "sample" from the policy, as the IMPALA and PPO papers'
     evaluations do, or "greedy" (the most likely action, the mean for continuous ones)."""

@@ -204,8 +204,12 @@ def reference_loss(network, batch: Unrolls, algo) -> torch.Tensor:
     return total
 
 
-@pytest.mark.parametrize("lstm_size", [None, 8], ids=["feedforward", "lstm"])
-def test_loss_and_gradients_match_the_reference_at_its_scale(cartpole, lstm_size):
+@pytest.mark.parametrize(
+    ("lstm_size", "separate_critic"),
+    [(None, False), (8, False), (None, True), (8, True)],
+    ids=["feedforward", "lstm", "separate-critic", "lstm-separate-critic"],
+)
+def test_loss_and_gradients_match_the_reference_at_its_scale(cartpole, lstm_size, separate_critic):
     """A fixed batch with a termination and a truncation inside unrolls and off-policy
     ratios on both sides of the clips; the losses are sums, not means. A recurrent network
     starts from stored states and starts afresh after the episode ends inside the unrolls:
@@ -214,6 +218,7 @@ def test_loss_and_gradients_match_the_reference_at_its_scale(cartpole, lstm_size
     overrides = ["algorithm.rho_clip=1.0", "algorithm.c_clip=0.9"]
     if lstm_size is not None:
         overrides.append(f"algorithm.lstm_size={lstm_size}")
+    overrides.append(f"algorithm.separate_critic={str(separate_critic).lower()}")
     config = with_overrides(config, overrides)
     learner = learner_for(config, spec)
     rng = np.random.default_rng(5)
@@ -233,8 +238,9 @@ def test_loss_and_gradients_match_the_reference_at_its_scale(cartpole, lstm_size
     batch.truncated[1, 2] = True
     batch.env_reset[:] = batch.terminated | batch.truncated
     if lstm_size is not None:
+        width = lstm_size * (2 if separate_critic else 1)
         batch.initial_state = {
-            key: rng.normal(size=(3, lstm_size)).astype(np.float32) for key in ("h", "c")
+            key: rng.normal(size=(3, width)).astype(np.float32) for key in ("h", "c")
         }
 
     ours = learner.loss(batch)["loss"]

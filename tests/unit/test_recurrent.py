@@ -10,6 +10,7 @@ import torch
 from rayrl.core import Unrolls
 from rayrl.envs import env_spec
 from rayrl.errors import ConfigError
+from rayrl.evaluation import Evaluator
 from rayrl.presets import load_config
 from tests.parts import learner_for, per_step_outputs, policy_for
 
@@ -104,12 +105,19 @@ def test_ppo_replays_each_unroll_of_a_minibatch_from_its_stored_state(pomdp):
     torch.testing.assert_close(logp, start.logp[rows])
 
 
-def test_a_recurrent_update_runs_on_minibatches_of_whole_unrolls(pomdp):
+def test_every_minibatch_of_an_update_starts_its_unrolls_from_their_own_states(pomdp):
+    """With a negligible learning rate the policy does not move, so every minibatch of every
+    epoch must score its steps exactly as the update's start did (ratio 1, no KL): which
+    fails if a minibatch's unrolls were replayed from another unroll's state."""
     _, spec = pomdp
-    config = load_config("cartpole_pomdp_ppo", [*SMALL, "algorithm.num_minibatches=2"])
+    config = load_config(
+        "cartpole_pomdp_ppo",
+        [*SMALL, "algorithm.num_minibatches=4", "algorithm.epochs=2", "learner.lr=1e-12"],
+    )
     learner = learner_for(config, spec)
     result = learner.update(recurrent_batch(np.random.default_rng(2), unrolls=8))
-    assert np.isfinite(result.metrics["learner/loss"])
+    assert abs(result.metrics["learner/approx_kl"]) < 1e-7
+    assert result.metrics["learner/clip_fraction"] == 0.0
     assert learner.updates == 1
 
 
@@ -141,3 +149,35 @@ def test_a_separate_critic_keeps_the_value_loss_out_of_the_policys_network():
     assert all(g is not None and g.abs().sum() > 0 for g in value_grads[len(policy_side) :])
     head_grads = torch.autograd.grad(out.head.sum(), critic_side, allow_unused=True)
     assert all(g is None for g in head_grads)
+
+
+def test_the_evaluator_starts_each_episode_afresh(pomdp):
+    """The evaluator tells the policy where episodes start: every env at the reset, then
+    exactly the envs whose episode ended on the step before; the state it acted from is
+    zeros there."""
+    config, _ = pomdp
+    evaluator = Evaluator(config.env, config.algorithm, episodes=4, run_seed=0)
+    calls, resets = [], []
+    act, step = evaluator.policy.act, evaluator.env.step
+
+    def recording_act(obs, episode_starts, **kwargs):
+        out = act(obs, episode_starts, **kwargs)
+        calls.append((episode_starts.copy(), out.state["h"]))
+        return out
+
+    def recording_step(actions, *args):
+        batch = step(actions, *args)
+        resets.append(batch.env_reset.copy())
+        return batch
+
+    evaluator.policy.act, evaluator.env.step = recording_act, recording_step
+    for _ in range(2):  # a second evaluation resets every env again
+        first = len(calls)
+        evaluator.evaluate(None, episodes=4)
+        assert calls[first][0].all()
+        for t in range(first + 1, len(calls)):
+            np.testing.assert_array_equal(calls[t][0], resets[t - 1])
+    assert sum(starts.sum() for starts, _ in calls) >= 2 * 4 + 4  # resets and new episodes
+    for starts, state in calls:
+        assert not state[starts].any()
+    evaluator.close()
