@@ -108,12 +108,18 @@ def normalization_mismatch(info: ModelInfo, normalized: bool) -> str | None:
     observations, if anything: weights trained on normalized inputs would be fed raw ones,
     or the other way round, and act on inputs they never saw."""
     trained_normalized = any(key.startswith(MOMENTS_PREFIX) for key in info.weights)
+    return _setting_mismatch("observations", trained_normalized, normalized)
+
+
+def _setting_mismatch(what: str, trained_normalized: bool, normalized: bool) -> str | None:
+    """The refusal for `env.normalize.<what>` set otherwise than when the model was trained."""
     if trained_normalized == normalized:
         return None
     was, now = ("with", "false") if trained_normalized else ("without", "true")
+    key = f"env.normalize.{what}"
     return (
-        f"was trained {was} normalized observations, and env.normalize.observations={now}; "
-        f"set env.normalize.observations={'true' if trained_normalized else 'false'}"
+        f"was trained {was} normalized {what}, and {key}={now}; "
+        f"set {key}={'true' if trained_normalized else 'false'}"
     )
 
 
@@ -250,14 +256,7 @@ class NormalizingLearner:
 def reward_normalization_mismatch(learner_state: dict[str, Any], normalized: bool) -> str | None:
     """What is wrong with resuming a learner's state with (or without) reward normalisation,
     if anything: its values were learned at the other scale."""
-    trained_normalized = RETURN_MOMENTS_KEY in learner_state
-    if trained_normalized == normalized:
-        return None
-    was, now = ("with", "false") if trained_normalized else ("without", "true")
-    return (
-        f"was trained {was} normalized rewards, and env.normalize.rewards={now}; "
-        f"set env.normalize.rewards={'true' if trained_normalized else 'false'}"
-    )
+    return _setting_mismatch("rewards", RETURN_MOMENTS_KEY in learner_state, normalized)
 
 
 def summed_over_learners(
