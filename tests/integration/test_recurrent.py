@@ -82,3 +82,21 @@ def test_a_recurrent_agent_evaluates_and_records_with_its_state_reset_per_episod
     assert len(list((result.run_dir / "videos").glob("*.mp4"))) >= 2
     out = agent.eval(num_eval_episodes=5)
     assert len(out["episode_rewards"]) == 5
+
+
+def test_recurrent_ppo_in_one_process_saves_weights_that_rayrl_evaluate_plays(tmp_path):
+    """The local runtime with the LSTM preset, then `rayrl.evaluate` on its checkpoint: the
+    weights are saved (the state is not) and play fresh episodes."""
+    result = rayrl.train(
+        "cartpole_pomdp_ppo",
+        overrides=[
+            *quiet(tmp_path),
+            "run.runtime=local",
+            "run.total_env_steps=4096",
+            "run.checkpoint_interval_env_steps=2048",
+        ],
+    )
+    assert result.stop_reason == "total_env_steps reached"
+    evaluation = rayrl.evaluate(result.run_dir, episodes=3, which="latest")
+    assert len(evaluation.returns) == 3
+    assert evaluation.policy_version == result.counters.updates
