@@ -33,7 +33,7 @@ from rayrl.envs.spec import EnvSpec
 from rayrl.errors import RunFailedError
 from rayrl.evaluation import Evaluator
 from rayrl.ray.experience_service import ExperienceService
-from rayrl.ray.launch import LEARNER_CPUS
+from rayrl.ray.launch import learner_cpus
 from rayrl.ray.learner_service import LearnerService, LearnerStart
 from rayrl.ray.placement import Placement
 from rayrl.ray.restarts import constructor_error, one_line
@@ -105,7 +105,7 @@ class ActorFactory:
             ray.remote(concurrency_groups={"probe": 1})(LearnerService)
             .options(
                 name=self._name(f"learner-{rank}" if rank else "learner", incarnation),
-                num_cpus=LEARNER_CPUS,
+                num_cpus=learner_cpus(self.learner_gpus),
                 num_gpus=self.learner_gpus,
                 **self.placement.learner(rank),
             )
@@ -146,6 +146,11 @@ class ActorFactory:
     def kill(handle: Any) -> None:
         """Kill an actor for good (Ray does not restart it)."""
         ray.kill(handle, no_restart=True)
+
+
+CAPACITY_NOTICE_S = 30.0
+"""An actor not started after this long that Ray has placed in no process yet waits for
+capacity (said once)."""
 
 
 def is_placed(handle: Any) -> bool:

@@ -57,12 +57,21 @@ from rayrl.errors import ConfigError, UserError
 
 logger = logging.getLogger(__name__)
 
-LEARNER_CPUS = 1.0
+
+def learner_cpus(num_gpus: float) -> float:
+    """The CPUs a learner asks Ray for: one when it trains on a CPU, none beside its GPUs
+    (RLlib's learners do the same). A GPU learner that also asked for a CPU could be kept
+    from the GPU node by workers, which SPREAD over every node: one that takes the node's
+    last free CPU first (the lease requests race) would leave the learner waiting for
+    `faults.start_timeout_s`. The learner's process still runs on that node's cores; Ray's
+    CPUs are only its bookkeeping."""
+    return 0.0 if num_gpus > 0 else 1.0
 
 
-def requested_cpus(config: Config) -> float:
+def requested_cpus(config: Config, learner_gpus: float) -> float:
+    """The CPUs of every actor of the run, its learners asking for `learner_gpus` each."""
     workers, learners = config.workers, config.learner.num_learners
-    return workers.num_workers * workers.cpus_per_worker + learners * LEARNER_CPUS
+    return workers.num_workers * workers.cpus_per_worker + learners * learner_cpus(learner_gpus)
 
 
 def connect(
@@ -84,7 +93,9 @@ def connect(
         logger.info("joining the Ray cluster at RAY_ADDRESS=%s", address)
     if address is None:
         cores = os.cpu_count() or 1
-        needed = math.ceil(requested_cpus(config) if cpus is None else cpus)
+        # a learner whose GPU request is decided once Ray is up counts as one on a CPU
+        learner_gpus = config.learner.num_gpus or 0.0
+        needed = math.ceil(requested_cpus(config, learner_gpus) if cpus is None else cpus)
         if needed > cores:
             logger.info(
                 "the run asks for %d CPUs and this machine has %d: starting a local Ray with "
@@ -234,17 +245,18 @@ def check_cluster(config: Config, spec: EnvSpec) -> float:
         tuple(node["Resources"] for node in ray.nodes() if node["Alive"]),
         autoscaler_node_types(),
     )
-    check_workers(config, capacity)
     num_gpus = learner_gpus(config, capacity)
+    check_workers(config, capacity, num_gpus)
     check_learners(config, num_gpus, capacity)
     check_device(config, num_gpus, capacity)
     return num_gpus
 
 
-def check_workers(config: Config, capacity: Capacity) -> None:
-    """One worker's CPUs on one node, and every actor's CPUs in the cluster."""
+def check_workers(config: Config, capacity: Capacity, num_gpus: float) -> None:
+    """One worker's CPUs on one node, and every actor's CPUs in the cluster (learners with
+    `num_gpus` each)."""
     one = {"CPU": config.workers.cpus_per_worker}
-    total = {"CPU": requested_cpus(config)}
+    total = {"CPU": requested_cpus(config, num_gpus)}
     if capacity.fits_now(one, total):
         return
     if capacity.fits_later(one, total):
@@ -261,15 +273,16 @@ def check_workers(config: Config, capacity: Capacity) -> None:
         )
     raise ConfigError(
         f"the Ray cluster has {capacity.total()['CPU']:g} CPUs but the run asks for "
-        f"{requested_cpus(config):g} (workers.num_workers={config.workers.num_workers} x "
-        f"workers.cpus_per_worker={config.workers.cpus_per_worker:g} + 1 per learner)"
+        f"{requested_cpus(config, num_gpus):g} (workers.num_workers="
+        f"{config.workers.num_workers} x workers.cpus_per_worker="
+        f"{config.workers.cpus_per_worker:g}{' + 1 per learner' if not num_gpus else ''})"
         f"{capacity.autoscaler_note()}; lower them or add nodes"
     )
 
 
 def learner_demand(num_gpus: float, learners: int) -> tuple[Resources, Resources]:
     """What one learner needs on one node, and all learners in the cluster."""
-    return {"CPU": LEARNER_CPUS, "GPU": num_gpus}, {"GPU": num_gpus * learners}
+    return {"CPU": learner_cpus(num_gpus), "GPU": num_gpus}, {"GPU": num_gpus * learners}
 
 
 def learner_gpus(config: Config, capacity: Capacity, say: bool = True) -> float:
@@ -294,26 +307,25 @@ def learner_gpus(config: Config, capacity: Capacity, say: bool = True) -> float:
 
 
 def check_learners(config: Config, num_gpus: float, capacity: Capacity) -> None:
-    """One learner's GPUs and CPU on one node, and every learner's GPUs in the cluster."""
+    """One learner's resources on one node, and every learner's GPUs in the cluster."""
     learners = config.learner.num_learners
     one, total = learner_demand(num_gpus, learners)
     if capacity.fits_now(one, total):
         return
     if capacity.fits_later(one, total):
         logger.info(
-            "the Ray cluster has no node with %g GPU(s) and %g CPU for each of %d learner(s) "
-            "now: the learner waits for the autoscaler to start a GPU node (up to "
+            "the Ray cluster has no node with %g GPU(s) for each of %d learner(s) now: the "
+            "learner waits for the autoscaler to start a GPU node (up to "
             "faults.start_timeout_s=%g s)",
             num_gpus,
-            LEARNER_CPUS,
             learners,
             config.faults.start_timeout_s,
         )
         return
     if not any(holds(node, one) for node in capacity.nodes):
         raise ConfigError(
-            f"learner.num_gpus={num_gpus:g}: no Ray node has {num_gpus:g} GPU(s) and "
-            f"{LEARNER_CPUS:g} CPU for a learner (the most GPUs on one node: "
+            f"learner.num_gpus={num_gpus:g}: no Ray node has {num_gpus:g} GPU(s) for a "
+            "learner (the most GPUs on one node: "
             f"{capacity.largest('GPU'):g}){capacity.autoscaler_note()}; lower it, or add a "
             "node with more GPUs"
         )

@@ -44,8 +44,8 @@ from typing import Any
 from rayrl.config import FaultsConfig
 from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
-from rayrl.ray.factory import ActorFactory, is_placed
-from rayrl.ray.launch import LEARNER_CPUS
+from rayrl.ray.factory import CAPACITY_NOTICE_S, ActorFactory, is_placed
+from rayrl.ray.launch import learner_cpus
 from rayrl.ray.learner_service import LearnerPulse, LearnerReport, LearnerStart
 from rayrl.ray.probe import Probe
 from rayrl.ray.restarts import RestartPolicy, constructor_error, one_line
@@ -99,6 +99,8 @@ class LearnerSupervisor:
         self.started = False
         """The first learner has answered (its constructor finished)."""
         self.created_at = 0.0
+        self.waiting_said = False
+        """That the learner waits for room on the cluster has been said (once per start)."""
         self.probes: list[Probe] = []
         self.pulses: list[LearnerPulse | None] = []
         """Each running learner's probe and its latest answer."""
@@ -124,6 +126,7 @@ class LearnerSupervisor:
         self.pulses = [None] * len(self.handles)
         self.started = False
         self.created_at = self.clock()
+        self.waiting_said = False
         self.dispatcher.submit(
             self.first.placement.remote(), self._on_started, self._on_error, self.life
         )
@@ -248,6 +251,8 @@ class LearnerSupervisor:
         if not self.started:
             if now - self.created_at > self.faults.start_timeout_s:
                 self._not_started(now)
+            else:
+                self._say_if_waiting(now)
             return
         self._probe()
         hang = self._hang()
@@ -286,18 +291,37 @@ class LearnerSupervisor:
             return f"a learner has worked for {stalled:.0f} s without progress"
         return None
 
+    def _say_if_waiting(self, now: float) -> None:
+        """Say once when the learner has waited `CAPACITY_NOTICE_S` for Ray to place it:
+        until `faults.start_timeout_s`, the run would be silent."""
+        waited = now - self.created_at
+        if self.waiting_said or waited < CAPACITY_NOTICE_S or self.placed(self.first):
+            return
+        self.waiting_said = True
+        logger.warning(
+            "the learner has waited %.0f s for a node with %s free; the run stops if it "
+            "waits past faults.start_timeout_s=%g s",
+            waited,
+            self._resources(),
+            self.faults.start_timeout_s,
+        )
+
     def _not_started(self, now: float) -> None:
         waited = now - self.created_at
         if not self.placed(self.first):
             raise RunFailedError(
                 f"the learner has waited {waited:.0f} s for a node with "
-                f"{self.factory.learner_gpus:g} GPU(s) and {LEARNER_CPUS:g} CPU free "
+                f"{self._resources()} free "
                 f"(faults.start_timeout_s={self.faults.start_timeout_s:g}); was a GPU node "
                 "lost? The checkpoints are kept: --resume the run when the cluster has one, or "
                 "with --set learner.num_gpus=0 to train on CPU"
             )
         logger.warning("the learner did not start within %.0f s: restoring it", waited)
         self._restore("it did not start (faults.start_timeout_s)")
+
+    def _resources(self) -> str:
+        gpus = self.factory.learner_gpus
+        return f"{gpus:g} GPU(s)" if gpus else f"{learner_cpus(gpus):g} CPU"
 
     def _use_store(self, handle: Any) -> None:
         for learner in self.handles:

@@ -21,14 +21,15 @@ import ray
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rayrl.config import Config
-from rayrl.ray.launch import LEARNER_CPUS, Resources
+from rayrl.ray.launch import Resources, learner_cpus
 
 
 def run_bundles(config: Config, store_memory: float, learner_gpus: float) -> list[Resources]:
     """The bundles of a Ray-runtime run's actors, in `Placement`'s order (resources that are
     zero left out, as Ray wants them)."""
     learners: list[dict[str, float]] = [
-        {"CPU": LEARNER_CPUS, "GPU": learner_gpus} for _ in range(config.learner.num_learners)
+        {"CPU": learner_cpus(learner_gpus), "GPU": learner_gpus}
+        for _ in range(config.learner.num_learners)
     ]
     learners[0]["memory"] = store_memory
     workers = [{"CPU": config.workers.cpus_per_worker} for _ in range(config.workers.num_workers)]

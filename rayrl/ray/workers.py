@@ -39,17 +39,13 @@ from rayrl.config import FaultsConfig, WorkersConfig
 from rayrl.core import ChunkStats
 from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
-from rayrl.ray.factory import ActorFactory, is_placed
+from rayrl.ray.factory import CAPACITY_NOTICE_S, ActorFactory, is_placed
 from rayrl.ray.restarts import RestartPolicy, constructor_error, one_line
 from rayrl.ray.store import StoreSupervisor
 from rayrl.session import Counters
 from rayrl.stats import RunStats
 
 logger = logging.getLogger(__name__)
-
-CAPACITY_NOTICE_S = 30.0
-"""A worker not started after this long that Ray has placed in no process yet waits for
-capacity."""
 
 
 @dataclass

@@ -59,8 +59,8 @@ ON_CPU = (
 def waiting(gpus: int, timeout_s: int) -> str:
     """What a run says when its learner waits for the autoscaler's GPU node."""
     return (
-        f"the Ray cluster has no node with {gpus} GPU(s) and 1 CPU for each of 1 learner(s) "
-        "now: the learner waits for the autoscaler to start a GPU node (up to "
+        f"the Ray cluster has no node with {gpus} GPU(s) for each of 1 learner(s) now: the "
+        "learner waits for the autoscaler to start a GPU node (up to "
         f"faults.start_timeout_s={timeout_s} s)"
     )
 
@@ -120,7 +120,7 @@ def refused_by_the_cli(tmp_path: Path, overrides: list[str]) -> str:
         ),
         (
             ["learner.num_gpus=2"],
-            "error: learner.num_gpus=2: no Ray node has 2 GPU(s) and 1 CPU for a learner (the "
+            "error: learner.num_gpus=2: no Ray node has 2 GPU(s) for a learner (the "
             "most GPUs on one node: 1); lower it, or add a node with more GPUs",
         ),
     ],
@@ -279,7 +279,7 @@ def test_on_a_head_with_an_autoscaler_what_no_node_type_holds_is_refused(
     assert time.monotonic() - started < REFUSED_WITHIN_S
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
-        "error: learner.num_gpus=2: no Ray node has 2 GPU(s) and 1 CPU for a learner (the "
+        "error: learner.num_gpus=2: no Ray node has 2 GPU(s) for a learner (the "
         "most GPUs on one node: 0), nor any node type its autoscaler can start (cpu_workers, "
         "gpu_workers); lower it, or add a node with more GPUs"
     )
@@ -304,13 +304,13 @@ def test_cluster_yaml_scenario_the_readme_command_waits_for_the_gpu_node(
     capacity = Capacity(({"CPU": 8.0}, {"CPU": 32.0}), node_types)
     readme = load_config(None, ["workers.num_workers=16", "learner.num_gpus=1"])
     with caplog.at_level(logging.INFO, logger="rayrl.ray.launch"):
-        check_workers(readme, capacity)
+        check_workers(readme, capacity, 1.0)
         check_learners(readme, 1.0, capacity)
     assert [r.message for r in caplog.records] == [waiting(1, 900)]
     with pytest.raises(ConfigError, match=r"nor any node type its autoscaler can start"):
         check_learners(readme, 2.0, capacity)
     with pytest.raises(ConfigError, match=r"workers.cpus_per_worker=33: no Ray node has"):
-        check_workers(load_config(None, ["workers.cpus_per_worker=33"]), capacity)
+        check_workers(load_config(None, ["workers.cpus_per_worker=33"]), capacity, 0.0)
 
 
 def test_cluster_yaml_scenario_a_null_gpu_request_trains_on_cpu_and_says_how_to_wait(

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import rayrl
 from rayrl.checkpoint import load_checkpoint
@@ -42,6 +43,10 @@ def kill_actor_when(name: str, ready: Callable[[], bool], timeout_s: float = 120
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return killed
+
+
+class Blocker:
+    """An actor that only holds the resources it asked for."""
 
 
 FAULT_RUN_STEPS = 16384
@@ -76,11 +81,24 @@ def assert_updates_never_go_backwards(rows: list[dict]) -> None:
 
 
 def test_async_dqn_reaches_the_threshold_with_the_learner_on_the_gpu_node(ray_cluster, tmp_path):
+    """The GPU node's only CPU is taken (by a worker that SPREAD there before the learner
+    asked, say): the learner, which asks Ray for the GPU alone, still starts there."""
     _, gpu_node = ray_cluster
-    result = rayrl.train(
-        "cartpole_dqn",
-        overrides=["logging.console=false", f"run.runs_dir={tmp_path}", "run.seed=1"],
-    )
+    strategy = NodeAffinitySchedulingStrategy(gpu_node.node_id, soft=False)
+    blocker = ray.remote(num_cpus=1)(Blocker).options(scheduling_strategy=strategy).remote()
+    ray.get(blocker.__ray_ready__.remote())
+    try:
+        result = rayrl.train(
+            "cartpole_dqn",
+            overrides=[
+                "logging.console=false",
+                f"run.runs_dir={tmp_path}",
+                "run.seed=1",
+                "faults.start_timeout_s=120",  # a learner kept from the node fails the run
+            ],
+        )
+    finally:
+        ray.kill(blocker)
     assert result.stop_reason == "target_return reached"
     assert result.final_eval.mean >= 475
     assert len(result.final_eval.returns) == 10
@@ -291,7 +309,8 @@ def test_a_new_run_refused_by_the_pre_flight_leaves_no_directory(ray_cluster, ti
 
 
 def test_cluster_too_small_is_a_clear_error(ray_cluster, tiny):
-    with pytest.raises(rayrl.UserError, match=r"has 5 CPUs but the run asks for 21"):
+    # the learner asks for the GPU only (rayrl.ray.launch.learner_cpus)
+    with pytest.raises(rayrl.UserError, match=r"has 5 CPUs but the run asks for 20 \("):
         rayrl.train(None, overrides=[*tiny, "workers.num_workers=20"])
 
 

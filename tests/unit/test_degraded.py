@@ -4,7 +4,8 @@ node's capacity holds none of the run's budget."""
 
 from __future__ import annotations
 
-from rayrl.ray.workers import CAPACITY_NOTICE_S, WorkerSupervisor
+from rayrl.ray.factory import CAPACITY_NOTICE_S
+from rayrl.ray.workers import WorkerSupervisor
 from tests.fake_ray import Call
 from tests.unit.test_supervisors import World, chunk_stats
 

@@ -4,6 +4,7 @@ and what it does when they answer, fail, die or hang."""
 from __future__ import annotations
 
 import inspect
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,12 +16,12 @@ from rayrl.core import ChunkStats, EvalResult, StoreStats
 from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher
 from rayrl.ray.evaluator import EvaluatorSupervisor
-from rayrl.ray.factory import ActorFactory
+from rayrl.ray.factory import CAPACITY_NOTICE_S, ActorFactory
 from rayrl.ray.learner_service import LearnerPulse, LearnerReport, LearnerStart
 from rayrl.ray.learners import CALLS_IN_FLIGHT, LearnerSupervisor
 from rayrl.ray.probe import PROBE_INTERVAL_S
 from rayrl.ray.store import StoreSupervisor
-from rayrl.ray.workers import CAPACITY_NOTICE_S, WorkerSupervisor
+from rayrl.ray.workers import WorkerSupervisor
 from rayrl.session import Counters
 from rayrl.stats import RunStats
 from tests.fake_ray import FakeFactory, FakeRay, task_error
@@ -509,13 +510,18 @@ def test_an_error_in_the_learners_constructor_stops_the_run_with_it():
     assert not supervisor.handles
 
 
-def test_a_learner_that_ray_cannot_place_stops_the_run_in_bounded_time():
+def test_a_learner_that_ray_cannot_place_is_said_once_and_stops_the_run_in_bounded_time(caplog):
     world = World(faults=FaultsConfig(start_timeout_s=300.0))
     supervisor = Learners(world).supervisor
     supervisor.start(LearnerStart())
     world.unplaced.add(supervisor.first.name)  # no node has the GPU it asks for
-    world.clock.now = 299.0
-    supervisor.watch()
+    with caplog.at_level(logging.WARNING, logger="rayrl.ray.learners"):
+        for now in (CAPACITY_NOTICE_S - 1, CAPACITY_NOTICE_S + 1, 200.0, 299.0):
+            world.clock.now = now
+            supervisor.watch()
+    (said,) = [record.getMessage() for record in caplog.records]
+    assert said.startswith(f"the learner has waited {CAPACITY_NOTICE_S + 1:.0f} s for a node")
+    assert "faults.start_timeout_s=300 s" in said
     world.clock.now = 301.0
     with pytest.raises(RunFailedError, match=r"learner\.num_gpus=0"):
         supervisor.watch()

@@ -189,7 +189,9 @@ def test_what_a_trial_reserves_follows_its_runtime_and_config():
     ).base
     head, learner, *workers = trial_bundles(ray_runtime, UNPLACED)
     assert head == {}  # the trial's driver: Tune's empty head bundle
-    assert learner["CPU"] == 1.0
+    assert "CPU" not in learner  # a learner with a GPU asks for no CPU (learner_cpus)
     assert learner["GPU"] == 1.0
     assert learner["memory"] > 0
     assert workers == [{"CPU": 1.0}] * 3
+    on_cpu = load_sweep({**BASE, "set": ["run.runtime=ray", "learner.num_gpus=0"]}).base
+    assert trial_bundles(on_cpu, UNPLACED)[1]["CPU"] == 1.0
