@@ -145,9 +145,6 @@ def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
     )
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
-    # Ray's processes share the driver's fate; its per-node agents exit once they have
-    # reported their raylet's death (above)
-    assert wait_gone(ray_tmp, timeout_s=150) == []
     run = only_run(runs)
     saved = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)["counters"]
     target = saved["env_steps"] + 2048
@@ -178,4 +175,7 @@ def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
     final = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)["counters"]
     assert final["updates"] >= saved["updates"]
     assert final["env_steps"] >= target
-    assert wait_gone(ray_tmp) == []
+    # Ray's processes share the driver's fate. Its per-node agents, seeing their raylet die
+    # without a SIGTERM, try for 60 s (a timeout fixed in Ray's publish_error_to_driver) to
+    # tell the GCS, gone with the driver, before they exit: the resume did not wait for them
+    assert wait_gone(ray_tmp, timeout_s=150) == []

@@ -134,8 +134,9 @@ def worker_alive_on(run_name: str, node) -> bool:
 def test_training_goes_on_with_fewer_workers_when_a_node_is_lost(
     ray_cluster, tiny, tmp_path, caplog, monkeypatch
 ):
-    """Five workers need a third node's CPUs. It is removed mid-run: its workers die with
-    it, and a replacement finds no room. Training goes on meanwhile, and once a node comes
+    """Six workers need a third node's CPUs (the head has 4, the GPU node 1: its learner
+    asks for the GPU alone). It is removed mid-run: its workers die with it, and a
+    replacement finds no room. Training goes on meanwhile, and once a node comes
     back the waiting worker starts on it. Each step waits for what the run says or does, never for
     a fixed time, so that a slow machine (a start-up of a minute under load) only makes the
     test longer; the run is then stopped as Ctrl-C stops it."""
@@ -147,7 +148,7 @@ def test_training_goes_on_with_fewer_workers_when_a_node_is_lost(
     overrides = [
         *tiny,
         f"run.name={name}",
-        "workers.num_workers=5",
+        "workers.num_workers=6",
         "workers.envs_per_worker=1",
         "run.total_env_steps=10000000",
         "run.time_budget_s=800",  # a last resort: the test stops the run

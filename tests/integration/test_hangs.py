@@ -22,7 +22,8 @@ from rayrl.run_policy import StopReason
 from tests.background_run import BackgroundRun
 from tests.run_files import env_steps_logged
 
-CALL_TIMEOUT_S = 15
+CALL_TIMEOUT_S = 10
+"""Long enough that a loaded machine never looks hung; each test waits it out once."""
 RECOVERY_S = 300
 """The longest a test waits for the hang to be noticed and the replacement to work."""
 

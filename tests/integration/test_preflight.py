@@ -46,7 +46,9 @@ from tests.processes import wait_gone
 
 REPO = Path(__file__).resolve().parents[2]
 REFUSED_WITHIN_S = 60.0
-NEVER_WAIT = ["faults.start_timeout_s=15", "faults.no_workers_timeout_s=15"]
+START_TIMEOUT_S = 8
+"""How long a learner that waits for the autoscaler waits here before the run stops."""
+NEVER_WAIT = [f"faults.start_timeout_s={START_TIMEOUT_S}", "faults.no_workers_timeout_s=15"]
 """A run accepted by mistake ends within seconds on actors that never start, rather than
 waiting half an hour for capacity."""
 ON_CPU = (
@@ -145,10 +147,11 @@ def test_a_learner_an_autoscaler_node_type_can_hold_waits_for_it(autoscaler_repo
     autoscaler_reports({"gpu-big": {"CPU": 8, "GPU": 4}})
     with caplog.at_level(logging.INFO, logger="rayrl.ray.launch"):
         result = rayrl.train(
-            None, overrides=[*tiny, "learner.num_gpus=4", "faults.start_timeout_s=15"]
+            None,
+            overrides=[*tiny, "learner.num_gpus=4", f"faults.start_timeout_s={START_TIMEOUT_S}"],
         )
     waits = [r.message for r in caplog.records if "waits for the autoscaler" in r.message]
-    assert waits == [waiting(4, 15)]
+    assert waits == [waiting(4, START_TIMEOUT_S)]
     assert result.failure is not None
     assert "the learner has waited" in result.failure
 
@@ -259,12 +262,12 @@ def test_on_a_head_with_an_autoscaler_the_learner_waits_for_a_gpu_node(
         home,
         tiny,
         f"learner.num_gpus={gpus}",
-        "faults.start_timeout_s=15",
+        f"faults.start_timeout_s={START_TIMEOUT_S}",
     )
     assert done.returncode == 1, done.stderr
     waits = [line for line in done.stderr.splitlines() if "waits for the autoscaler" in line]
     assert len(waits) == 1, done.stderr
-    assert waits[0].endswith(waiting(gpus, 15))
+    assert waits[0].endswith(waiting(gpus, START_TIMEOUT_S))
     assert "the learner has waited" in done.stdout + done.stderr
 
 

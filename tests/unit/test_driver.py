@@ -17,7 +17,7 @@ from rayrl.families import OFF_POLICY
 from rayrl.presets import load_config
 from rayrl.ray.dispatcher import Dispatcher
 from rayrl.ray.driver import RayDriver
-from rayrl.ray.learner_service import LearnerReport
+from rayrl.ray.learner_service import LearnerPulse, LearnerReport
 from rayrl.recorders import Recorders
 from rayrl.run_policy import StopReason
 from rayrl.rundir import RunDirectory
@@ -58,7 +58,10 @@ def factory(learner: Learner) -> FakeFactory:
                 "sample": lambda steps: ("chunk", ChunkStats(0, CHUNK_STEPS, [1.0], [1], 0)),
                 "set_weights": lambda info: None,
             },
+            # every actor answers its start and its probe: the end of a run waits for no call
             "replay": {
+                "__ray_ready__": lambda: None,
+                "ping": lambda: None,
                 "add": lambda chunk: CHUNK_STEPS,
                 "stats": lambda: StoreStats(size=5, inserted=5, sampled=0),
                 "save": lambda path, env_steps: 5,
@@ -66,13 +69,14 @@ def factory(learner: Learner) -> FakeFactory:
             },
             "learner": {
                 "placement": lambda: {"node_id": "node", "device": "cpu"},
+                "pulse": lambda: LearnerPulse(waiting_for_store=False, stalled_s=0.0),
                 "weights": learner.info,
                 "train": learner.train,
                 "state": lambda: {"updates": np.array(learner.updates)},
                 "parameters_digest": lambda: "same",
                 "set_store": lambda store: None,
             },
-            "evaluator": {"evaluate": learner.evaluate},
+            "evaluator": {"__ray_ready__": lambda: None, "evaluate": learner.evaluate},
         }
     )
 
@@ -121,6 +125,7 @@ def test_a_run_evaluates_checkpoints_and_ends_in_the_policys_order(tmp_path):
     assert latest["counters"]["env_steps"] == result.counters.env_steps
     assert int(latest["learner"]["updates"]) == result.counters.updates > 0
     assert all(actor.killed for actor in fakes.made)  # no actor outlives its run
+    assert len(ray_driver.dispatcher) == 0  # every call was answered: the end waited for none
     assert result.placement["learner"]["device"] == "cpu"
 
 
