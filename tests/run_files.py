@@ -3,7 +3,6 @@ kills, restarts or resumes a run."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rayrl.files import read_jsonl
@@ -16,7 +15,7 @@ def env_steps_logged(run_dir: Path) -> int:
 
 
 def env_steps_column(path: Path) -> list[int]:
-    return [json.loads(line)["env_steps"] for line in path.read_text().splitlines()]
+    return [row["env_steps"] for row in read_jsonl(path)]
 
 
 def assert_in_env_step_order(run_dir: Path) -> None:

@@ -4,7 +4,6 @@ of the Ray it started is left behind."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rayrl.files import read_jsonl
 from tests.processes import ray_processes, wait_gone
 from tests.run_files import assert_in_env_step_order
 
@@ -164,7 +164,7 @@ def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
     output, _ = resumed.communicate(timeout=240)
     assert resumed.returncode == 0, output
     assert "stopped: total_env_steps reached" in output
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = read_jsonl(run / "metrics.jsonl")
     after = [r for r in rows if r["env_steps"] > saved["env_steps"]]
     assert after
     assert after[-1]["env_steps"] >= target

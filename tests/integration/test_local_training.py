@@ -9,9 +9,13 @@ import pytest
 import torch
 
 import rayrl
-from rayrl.checkpoint import load_checkpoint
+from rayrl.algorithms import ALGORITHMS
+from rayrl.checkpoint import load_checkpoint, load_policy
+from rayrl.contract import as_persistent
+from rayrl.envs import env_spec
 from rayrl.errors import UserError
 from rayrl.files import read_jsonl
+from rayrl.presets import load_config
 from rayrl.run_policy import StopReason
 from rayrl.rundir import RunDirectory
 from tests.run_files import assert_in_env_step_order
@@ -155,10 +159,19 @@ def test_a_replay_that_does_not_go_with_the_checkpoint_is_skipped(tiny, caplog, 
 
 
 def test_evaluate_loads_best_checkpoint(tiny):
+    """By default the best checkpoint's policy plays, `which="latest"` the latest's: each
+    evaluation reports the version of the weights it played."""
     result = rayrl.train(None, overrides=[*tiny, "run.runtime=local"])
+    run = RunDirectory(result.run_dir)
     evaluation = rayrl.evaluate(result.run_dir, episodes=3)
     assert len(evaluation.returns) == 3
-    assert np.all(evaluation.returns > 0)
+    assert evaluation.policy_version == load_policy(run.best_checkpoint).version
+    latest = rayrl.evaluate(result.run_dir, episodes=1, which="latest")
+    assert (
+        latest.policy_version
+        == load_policy(run.latest_checkpoint).version
+        == result.counters.updates
+    )
 
 
 def test_evaluate_refuses_an_env_that_imports_a_module_unless_trusted(tiny):
@@ -186,12 +199,30 @@ def test_resume_refuses_an_env_that_imports_a_module_unless_trusted(tiny):
     assert resumed.counters.env_steps == 4096
 
 
-def test_prioritized_replay_trains(tiny):
+def test_prioritized_replay_takes_the_learners_td_errors_as_priorities(tiny):
+    """The learner's |TD| errors flow back to the replay: in the replay saved with the final
+    checkpoint the priorities differ from item to item (every item starts at the largest
+    seen so far), and beta has moved on from its start with the batches sampled."""
     result = rayrl.train(
-        None, overrides=[*tiny, "run.runtime=local", "algorithm.replay.prioritized=true"]
+        None,
+        overrides=[
+            *tiny,
+            "run.runtime=local",
+            "algorithm.replay.prioritized=true",
+            "algorithm.replay.save_with_checkpoint=true",
+        ],
     )
     assert result.counters.updates > 0
-    assert np.isfinite(result.final_eval.mean)
+    run = RunDirectory(result.run_dir)
+    config = load_config(run.config_path)
+    family = ALGORITHMS[config.algorithm.name].family
+    store = family.make_store(family.store_settings(config, env_spec(config.env)))
+    as_persistent(store).load(run.replay_path)
+    replay = store.buffer
+    live = np.arange(replay.oldest, replay.inserted) % replay.capacity
+    priorities = replay.tree.get(live)
+    assert len(np.unique(priorities)) > len(live) // 2
+    assert replay.beta > config.algorithm.replay.priority_beta_start
 
 
 def test_checkpoints_are_loadable_with_weights_only(tiny):
@@ -236,4 +267,9 @@ def test_pong_end_to_end_on_cpu(tmp_path, preset, env_steps, algorithm_overrides
     assert result.counters.env_steps >= env_steps
     assert result.counters.updates > 0
     evaluation = rayrl.evaluate(result.run_dir, episodes=1, which="latest")
-    assert -21 <= evaluation.returns[0] <= 21
+    # a whole game: whole points, one side at 21, and each point takes the ball across the
+    # court at least once (over 15 agent steps at the DeepMind frame skip of 4)
+    (score,) = evaluation.returns
+    assert score == round(score)
+    assert -21 <= score <= 21
+    assert evaluation.lengths[0] > (21 + (21 + score if score < 0 else 21 - score)) * 15

@@ -8,6 +8,7 @@ import matplotlib.image
 from click.testing import CliRunner
 
 from rayrl.cli import main
+from rayrl.files import read_jsonl
 from rayrl.plot import draw_runs, read_curves
 
 
@@ -55,11 +56,11 @@ def test_plot_writes_a_png_of_several_runs(tmp_path, tiny):
 
     # the drawn curves are the files' numbers, read here independently
     train_ax, eval_ax = draw_runs([real.run_dir, other]).axes
-    rows = [json.loads(line) for line in (real.run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = read_jsonl(real.run_dir / "metrics.jsonl")
     returns = [
         (r["env_steps"], r["worker/episode_return"]) for r in rows if "worker/episode_return" in r
     ]
-    evals = [json.loads(line) for line in (real.run_dir / "eval.jsonl").read_text().splitlines()]
+    evals = read_jsonl(real.run_dir / "eval.jsonl")
     real_train, other_train = train_ax.get_lines()
     assert list(zip(*real_train.get_data(), strict=True)) == returns
     assert list(other_train.get_ydata()) == [20.0]

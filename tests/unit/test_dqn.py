@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -157,8 +159,90 @@ def test_weights_round_trip_through_model_info(cartpole):
     )
 
 
-def test_dueling_head_shapes():
+def test_the_dueling_head_is_value_plus_centred_advantages():
+    """Q(s, a) = V(s) + A(s, a) - mean_a A(s, a), from the head's own two streams (Wang et
+    al. 2016, eq. 9): zeroing the advantage stream leaves V(s) for every action."""
     config = load_config(None, ["algorithm.dueling=true"])
-    learner = learner_for(config, env_spec(config.env))
-    q = learner.online(torch.zeros(5, 4))
-    assert q.shape == (5, 2)
+    network = learner_for(config, env_spec(config.env)).online
+    obs = torch.from_numpy(np.random.default_rng(4).normal(size=(5, 4)).astype(np.float32))
+    with torch.no_grad():
+        features = network.torso(obs)
+        value, advantage = network.value(features), network.advantage(features)
+        expected = value + advantage - advantage.mean(dim=1, keepdim=True)
+        torch.testing.assert_close(network(obs), expected)
+        network.advantage.weight.zero_()
+        network.advantage.bias.zero_()
+        torch.testing.assert_close(network(obs), value.expand(5, 2))
+
+
+def huber(td: torch.Tensor, delta: float) -> torch.Tensor:
+    """Quadratic within `delta`, linear outside."""
+    return 0.5 * td**2 if abs(float(td)) <= delta else delta * (td.abs() - 0.5 * delta)
+
+
+def reference_loss(online, target, batch: TransitionBatch, double_q: bool, delta: float):
+    """DQN's loss written out one transition at a time: y = r + d Q_target(s', a') with a'
+    the online network's greedy action (double Q, van Hasselt et al. 2016) or the target's
+    own, `d` the replay's discount (gamma^k after k steps, 0 after a termination); the
+    importance-weighted Huber loss on the taken action (Schaul et al. 2016); |TD| as the
+    new priority."""
+    losses, priorities = [], []
+    for i in range(len(batch.actions)):
+        obs = torch.from_numpy(batch.obs[i : i + 1])
+        next_obs = torch.from_numpy(batch.next_obs[i : i + 1])
+        with torch.no_grad():
+            next_q = target(next_obs)[0]
+            chooser = online(next_obs)[0] if double_q else next_q
+            y = float(batch.rewards[i]) + float(batch.discounts[i]) * float(
+                next_q[int(chooser.argmax())]
+            )
+        q = online(obs)[0, int(batch.actions[i])]
+        td = y - q
+        losses.append(float(batch.weights[i]) * huber(td, delta))
+        priorities.append(abs(float(td)))
+    return torch.stack(losses).mean(), np.array(priorities, dtype=np.float32)
+
+
+@pytest.mark.parametrize("double_q", [True, False])
+def test_the_update_matches_the_papers_loss_gradient_and_priorities(cartpole, double_q):
+    config, spec = cartpole
+    config = with_overrides(
+        config,
+        [
+            f"algorithm.double_q={str(double_q).lower()}",
+            "algorithm.replay.prioritized=true",
+            "algorithm.huber_delta=0.5",  # both the quadratic and the linear part
+            "learner.max_grad_norm=null",  # the raw gradient
+        ],
+    )
+    learner = learner_for(config, spec)
+    with torch.no_grad():  # a target network that disagrees with the online one
+        for parameter in learner.target.parameters():
+            parameter.add_(torch.randn_like(parameter, generator=torch.Generator().manual_seed(5)))
+    rng = np.random.default_rng(6)
+    n = 16
+    fixed = TransitionBatch(
+        obs=rng.normal(size=(n, 4)).astype(np.float32),
+        actions=rng.integers(0, 2, n),
+        rewards=rng.normal(size=n).astype(np.float32),
+        discounts=np.array([0.0, 0.99, 0.99**2, 0.99**3] * 4, dtype=np.float32),
+        next_obs=rng.normal(size=(n, 4)).astype(np.float32),
+        weights=rng.uniform(0.2, 1.0, n).astype(np.float32),
+        indices=np.arange(n),
+    )
+    with torch.no_grad():
+        next_obs = torch.from_numpy(fixed.next_obs)
+        disagree = learner.online(next_obs).argmax(1) != learner.target(next_obs).argmax(1)
+    assert disagree[fixed.discounts > 0].any()  # double and plain Q targets differ here
+    online, target = copy.deepcopy(learner.online), copy.deepcopy(learner.target)
+    loss, priorities = reference_loss(online, target, fixed, double_q, delta=0.5)
+    loss.backward()
+
+    result = learner.update(fixed)
+
+    assert result.metrics["learner/loss"] == pytest.approx(float(loss), rel=1e-5)
+    np.testing.assert_allclose(result.priorities, priorities, rtol=1e-5, atol=1e-6)
+    for (name, mine), theirs in zip(
+        learner.online.named_parameters(), online.parameters(), strict=True
+    ):
+        torch.testing.assert_close(mine.grad, theirs.grad, msg=name)

@@ -4,22 +4,18 @@ included, whenever they end."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np
 
 from rayrl.contract import StoreKind
 from rayrl.core import EvalResult
+from rayrl.files import read_jsonl
 from rayrl.presets import load_config
 from rayrl.recorders import JsonlRecorder, Recorders
 from rayrl.rundir import RunDirectory
 from rayrl.session import Counters, TrainingSession
 from rayrl.storage import Storage
-
-
-def rows(path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_records_at_one_count_are_merged_into_one_row_written_in_order(tmp_path):
@@ -31,9 +27,9 @@ def test_records_at_one_count_are_merged_into_one_row_written_in_order(tmp_path)
     recorder.record({"worker/episode_return": 10.0}, 512)
     recorder.record({"eval/return_mean": 20.0}, 512)  # an evaluation ended in that round
     recorder.record({"worker/episode_return": 30.0}, 1024)
-    assert [row["env_steps"] for row in rows(path)] == [0, 512]
+    assert [row["env_steps"] for row in read_jsonl(path)] == [0, 512]
     recorder.close()
-    written = rows(path)
+    written = read_jsonl(path)
     assert [row["env_steps"] for row in written] == [0, 512, 1024]
     assert written[0]["run/wall_s"] == 2.0  # the newer value wins
     assert written[0]["startup/total_s"] == 9.0
@@ -59,11 +55,11 @@ def test_an_evaluation_that_ends_late_is_recorded_at_the_runs_clock(tmp_path):
     session.counters.env_steps = 2048
     session.log_if_due(force=True)
     recorder.close()
-    written = rows(run_dir.metrics_path)
+    written = read_jsonl(run_dir.metrics_path)
     assert [row["env_steps"] for row in written] == [1024, 1536, 2048]
     assert written[1]["eval/return_mean"] == 5.0
     assert written[1]["eval/env_steps"] == 1024
-    assert [row["env_steps"] for row in rows(run_dir.eval_path)] == [1024]
+    assert [row["env_steps"] for row in read_jsonl(run_dir.eval_path)] == [1024]
     assert session.evaluated_env_steps == 1024
     assert not session.evaluated_now()
     session.record_eval(EvalResult(np.array([6.0]), np.array([9])), 2048)

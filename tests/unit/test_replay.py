@@ -129,6 +129,27 @@ def test_new_items_get_max_priority_and_weights_are_normalized():
     assert (batch.weights > 0).all()
 
 
+def test_priorities_and_importance_weights_follow_the_paper_by_hand():
+    """Schaul et al. 2016: p_i = (|TD_i| + eps)^alpha, P(i) = p_i / sum_k p_k,
+    w_i = (N P(i))^-beta normalized by the batch's largest; a new item gets the largest
+    |TD| + eps seen so far."""
+    alpha, eps = 0.6, 0.01
+    buffer = prioritized(alpha=alpha, epsilon=eps, beta_start=0.4, beta_anneal_samples=10)
+    buffer.add(scalar_chunk(0, 4))
+    td_errors = np.array([1.0, -2.0, 3.0, 0.0])
+    buffer.update_priorities(np.arange(4), td_errors)
+    p = (np.abs(td_errors) + eps) ** alpha
+    np.testing.assert_allclose(buffer.tree.get(np.arange(4)), p)
+    beta = buffer.beta  # the beta this batch is sampled with
+    batch = buffer.sample(64)
+    probabilities = p[batch.indices] / p.sum()
+    weights = (4 * probabilities) ** -beta
+    np.testing.assert_allclose(batch.weights, weights / weights.max(), rtol=1e-6)
+    assert set(batch.indices) == {0, 1, 2, 3}
+    buffer.add(scalar_chunk(10, 1))
+    assert buffer.tree.get(np.array([4]))[0] == pytest.approx((3.0 + eps) ** alpha)
+
+
 def test_stale_priority_updates_are_ignored():
     buffer = prioritized(capacity=10)
     buffer.add(scalar_chunk(0, 10))

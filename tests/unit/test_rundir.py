@@ -8,6 +8,7 @@ import multiprocessing
 import pytest
 
 from rayrl.errors import UserError
+from rayrl.files import read_jsonl
 from rayrl.presets import load_config
 from rayrl.rundir import RunDirectory
 
@@ -65,9 +66,8 @@ def test_cut_back_drops_rows_after_the_checkpoint_and_half_written_lines(tmp_pat
     run.append_eval({"env_steps": 200, "eval/return_mean": 1.0})
     run.append_eval({"env_steps": 400, "eval/return_mean": 2.0})
     run.cut_back(200)
-    kept = [json.loads(line)["env_steps"] for line in run.metrics_path.read_text().splitlines()]
-    assert kept == [100]
-    evals = [json.loads(line)["env_steps"] for line in run.eval_path.read_text().splitlines()]
+    assert run.metrics_path.read_text() == json.dumps(rows[0]) + "\n"  # the half line too
+    evals = [row["env_steps"] for row in read_jsonl(run.eval_path)]
     assert evals == [200]
     assert run.last_evaluated_env_steps() == 200
 
@@ -107,7 +107,5 @@ def test_both_files_drop_an_evaluation_recorded_after_the_checkpoint(tmp_path):
     run.append_eval({"env_steps": 100, "recorded_at_env_steps": 100})
     run.append_eval({"env_steps": 200, "recorded_at_env_steps": 300})
     run.cut_back(200)
-    assert [
-        json.loads(line)["env_steps"] for line in run.metrics_path.read_text().splitlines()
-    ] == [100]
+    assert [row["env_steps"] for row in read_jsonl(run.metrics_path)] == [100]
     assert run.last_evaluated_env_steps() == 100
