@@ -73,6 +73,7 @@ def only_run(runs: Path) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_path, ray_tmp):
     """The README's first command: `rayrl train`, no flags."""
     proc = start_train(tmp_path, ray_tmp)

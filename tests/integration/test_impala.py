@@ -15,6 +15,7 @@ def quiet(tmp_path):
     return ["logging.console=false", f"run.runs_dir={tmp_path}"]
 
 
+@pytest.mark.slow
 def test_impala_cartpole_reaches_the_threshold_with_ray(ray_cluster, tmp_path):
     result = rayrl.train("cartpole_impala", overrides=[*quiet(tmp_path), "run.seed=0"])
     assert result.stop_reason == "target_return reached"
@@ -23,6 +24,7 @@ def test_impala_cartpole_reaches_the_threshold_with_ray(ray_cluster, tmp_path):
     assert "stale unrolls dropped" in result.summary
 
 
+@pytest.mark.slow
 def test_two_learners_keep_identical_parameters_and_learn(ray_cluster, tmp_path):
     result = rayrl.train(
         "cartpole_impala",

@@ -21,6 +21,7 @@ from rayrl.rundir import RunDirectory
 from tests.run_files import assert_in_env_step_order
 
 
+@pytest.mark.slow
 def test_cartpole_dqn_reaches_the_solved_threshold(tmp_path):
     result = rayrl.train(
         "cartpole_dqn",

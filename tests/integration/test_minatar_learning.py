@@ -16,7 +16,11 @@ all named in the test; it evaluated 1.55 at 60k and 2.35 at 70k env steps, so it
 
 from __future__ import annotations
 
+import pytest
+
 import rayrl
+
+pytestmark = pytest.mark.slow
 
 
 def train(preset: str, tmp_path, target: float, budget: int, *extra: str) -> rayrl.TrainResult:

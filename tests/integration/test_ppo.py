@@ -9,6 +9,7 @@ import pytest
 import rayrl
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_ppo_cartpole_reaches_the_threshold_from_every_seed(ray_cluster, tmp_path, seed):
     """`rayrl train --config cartpole_ppo` with a budget of 150k env steps instead of the

@@ -80,6 +80,7 @@ def assert_updates_never_go_backwards(rows: list[dict]) -> None:
     assert updates == sorted(updates)
 
 
+@pytest.mark.slow
 def test_async_dqn_reaches_the_threshold_with_the_learner_on_the_gpu_node(ray_cluster, tmp_path):
     """The GPU node's only CPU is taken (by a worker that SPREAD there before the learner
     asked, say): the learner, which asks Ray for the GPU alone, still starts there."""

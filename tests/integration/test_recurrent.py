@@ -4,6 +4,8 @@ through `DistributedAgent`'s evaluation and an evaluation video."""
 
 from __future__ import annotations
 
+import pytest
+
 import rayrl
 
 BUDGET = 60_000
@@ -18,6 +20,7 @@ def best_eval(result) -> float:
     return max(e["eval/return_mean"] for e in result.evaluations)
 
 
+@pytest.mark.slow
 def test_recurrent_ppo_solves_cartpole_without_velocities_with_ray(ray_cluster, tmp_path):
     result = rayrl.train(
         "cartpole_pomdp_ppo", overrides=[*quiet(tmp_path), f"run.total_env_steps={BUDGET}"]
@@ -26,6 +29,7 @@ def test_recurrent_ppo_solves_cartpole_without_velocities_with_ray(ray_cluster, 
     assert result.final_eval.mean >= 475
 
 
+@pytest.mark.slow
 def test_without_memory_the_same_budget_is_not_enough(tmp_path):
     """The feed-forward twin sees only positions: it stays near 50 (a random policy scores
     about 22) where the recurrent one balances the pole for 500 steps."""
@@ -37,6 +41,7 @@ def test_without_memory_the_same_budget_is_not_enough(tmp_path):
     assert best_eval(result) < 150
 
 
+@pytest.mark.slow
 def test_recurrent_impala_solves_it_in_one_process(tmp_path):
     """IMPALA with an LSTM core and normalized observations and rewards reaches 475 at about
     90k env steps (seed 0); the test allows 200k."""

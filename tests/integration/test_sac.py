@@ -23,6 +23,7 @@ def moments(path):
     return payload, published, payload["learner"]["observation_moments"]
 
 
+@pytest.mark.slow
 def test_sac_learns_pendulum_with_normalized_observations(ray_cluster, tmp_path):
     """`pendulum_sac` reaches -200 in about 4k env steps (10 deterministic episodes; a random
     policy scores about -1,200); the test asks for -300 within 12k."""
