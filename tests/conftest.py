@@ -14,12 +14,11 @@ os.environ.setdefault("WANDB_SILENT", "true")
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def tiny_run(tmp_path):
-    """Overrides for a fast, small run of any algorithm in a temporary runs directory."""
+def tiny_run_overrides(runs_dir: Path) -> list[str]:
+    """Overrides for a fast, small run of any algorithm, saved under `runs_dir`."""
     return [
         "logging.console=false",
-        f"run.runs_dir={tmp_path / 'runs'}",
+        f"run.runs_dir={runs_dir}",
         "run.total_env_steps=2048",
         "run.eval_interval_env_steps=1024",
         "run.eval_episodes=2",
@@ -29,16 +28,27 @@ def tiny_run(tmp_path):
     ]
 
 
-@pytest.fixture
-def tiny(tiny_run):
-    """`tiny_run` for the default preset (DQN on CartPole), with a small replay."""
+def tiny_overrides(runs_dir: Path) -> list[str]:
+    """`tiny_run_overrides` for the default preset (DQN on CartPole), with a small replay."""
     return [
-        *tiny_run,
+        *tiny_run_overrides(runs_dir),
         "algorithm.replay.min_size=256",
         "algorithm.replay.samples_per_insert=2",
         "learner.batch_size=32",
         "algorithm.steps_per_chunk=16",
     ]
+
+
+@pytest.fixture
+def tiny_run(tmp_path):
+    """Overrides for a fast, small run of any algorithm in a temporary runs directory."""
+    return tiny_run_overrides(tmp_path / "runs")
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """`tiny_run` for the default preset (DQN on CartPole), with a small replay."""
+    return tiny_overrides(tmp_path / "runs")
 
 
 @pytest.fixture(scope="session")

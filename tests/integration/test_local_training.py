@@ -18,6 +18,7 @@ from rayrl.files import read_jsonl
 from rayrl.presets import load_config
 from rayrl.run_policy import StopReason
 from rayrl.rundir import RunDirectory
+from tests.conftest import tiny_overrides
 from tests.run_files import assert_in_env_step_order
 
 
@@ -38,8 +39,15 @@ def test_cartpole_dqn_reaches_the_solved_threshold(tmp_path):
     assert result.target_reached_s is not None
 
 
-def test_run_directory_holds_config_metrics_checkpoints_and_evals(tiny):
-    result = rayrl.train(None, overrides=[*tiny, "run.runtime=local"])
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> rayrl.TrainResult:
+    """One tiny local DQN run, for the tests that only read what a run leaves behind."""
+    runs_dir = tmp_path_factory.mktemp("finished") / "runs"
+    return rayrl.train(None, overrides=[*tiny_overrides(runs_dir), "run.runtime=local"])
+
+
+def test_run_directory_holds_config_metrics_checkpoints_and_evals(finished):
+    result = finished
     run = RunDirectory.open(result.run_dir)
     assert run.config_path.is_file()
     rows = read_jsonl(run.metrics_path)
@@ -159,10 +167,10 @@ def test_a_replay_that_does_not_go_with_the_checkpoint_is_skipped(tiny, caplog, 
     assert resumed.counters.updates == first.counters.updates
 
 
-def test_evaluate_loads_best_checkpoint(tiny):
+def test_evaluate_loads_best_checkpoint(finished):
     """By default the best checkpoint's policy plays, `which="latest"` the latest's: each
     evaluation reports the version of the weights it played."""
-    result = rayrl.train(None, overrides=[*tiny, "run.runtime=local"])
+    result = finished
     run = RunDirectory(result.run_dir)
     evaluation = rayrl.evaluate(result.run_dir, episodes=3)
     assert len(evaluation.returns) == 3
@@ -226,9 +234,8 @@ def test_prioritized_replay_takes_the_learners_td_errors_as_priorities(tiny):
     assert replay.beta > config.algorithm.replay.priority_beta_start
 
 
-def test_checkpoints_are_loadable_with_weights_only(tiny):
-    result = rayrl.train(None, overrides=[*tiny, "run.runtime=local"])
-    path = RunDirectory(result.run_dir).latest_checkpoint
+def test_checkpoints_are_loadable_with_weights_only(finished):
+    path = RunDirectory(finished.run_dir).latest_checkpoint
     payload = torch.load(path, weights_only=True)
     assert payload["format"] == "rayrl-checkpoint"
 
