@@ -142,8 +142,10 @@ class AlgorithmConfig:
     """Base of every algorithm's config: what every algorithm reads. The families
     (`rayrl.families`) add their experience settings, each algorithm its own fields."""
 
-    name: str = "dqn"
-    """Algorithm name, a key of `rayrl.algorithms.ALGORITHMS`."""
+    name: str = ""
+    """Algorithm name, a key of `rayrl.algorithms.ALGORITHMS`: each algorithm's config class
+    sets it (the one place it is written); a config that names none gets
+    `DEFAULT_ALGORITHM`."""
     network: NetworkKind = "auto"
     """Torso: "mlp", "nature_cnn" (the Nature DQN's, for stacked 84x84 frames),
     "minatar_cnn" (the MinAtar paper's, for (10, 10, C) grids), or "auto": the one that
@@ -366,6 +368,8 @@ class Config:
 # --------------------------------------------------------------------------------------------
 
 DEFAULT_PRESET = "cartpole_dqn"
+DEFAULT_ALGORITHM = "dqn"
+"""The algorithm of a config that names none (the default preset's)."""
 
 
 def preset_names() -> list[str]:
@@ -434,7 +438,7 @@ def build_config(
         section = {}
     if not isinstance(section, Mapping):
         raise ConfigError(f"algorithm: expected a mapping of keys, got {section!r}")
-    name = section.get("name", AlgorithmConfig.name)
+    name = section.get("name", DEFAULT_ALGORITHM)
     if name not in algorithms:
         raise ConfigError(
             f"algorithm.name: unknown algorithm {name!r}{did_you_mean(str(name), algorithms)}; "

@@ -257,7 +257,6 @@ class Family(Protocol[C, S]):
 class Algorithm(Generic[C]):
     """An algorithm: its config, its family and builders for its own parts."""
 
-    name: str
     config_class: type[C]
     family: Family[C, Any]
     make_policy: Callable[[C, EnvSpec, Acting], Policy]
@@ -265,6 +264,12 @@ class Algorithm(Generic[C]):
     make_learner: Callable[[C, EnvSpec, LearnerConfig, RunConfig], Learner]
     """(algorithm config, env spec, learner settings, run settings) -> the learner, on the
     configured device; it reads the run's seed and step budget (for schedules)."""
+
+    @property
+    def name(self) -> str:
+        """Its `algorithm.name`, the key of `rayrl.algorithms.ALGORITHMS`: the default of its
+        config class's `name`, the one place the name is written."""
+        return self.config_class.name
 
     def build_policy(self, algo: C, spec: EnvSpec, acting: Acting) -> Policy:
         """The algorithm's policy, acting on normalized observations when the spec says so

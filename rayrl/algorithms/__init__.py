@@ -6,10 +6,8 @@ from rayrl.algorithms import dqn, impala, ppo, sac
 from rayrl.contract import Algorithm
 
 ALGORITHMS: dict[str, Algorithm] = {
-    "dqn": dqn.ALGORITHM,
-    "impala": impala.ALGORITHM,
-    "ppo": ppo.ALGORITHM,
-    "sac": sac.ALGORITHM,
+    algorithm.name: algorithm
+    for algorithm in (dqn.ALGORITHM, impala.ALGORITHM, ppo.ALGORITHM, sac.ALGORITHM)
 }
 
 __all__ = ["ALGORITHMS", "Algorithm"]

@@ -223,7 +223,6 @@ class DQNLearner(TorchLearner):
 
 
 ALGORITHM = Algorithm(
-    name="dqn",
     config_class=DQNConfig,
     family=OFF_POLICY,
     make_policy=make_policy,

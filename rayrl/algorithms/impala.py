@@ -129,7 +129,6 @@ class ImpalaLearner(TorchLearner):
 
 
 ALGORITHM = Algorithm(
-    name="impala",
     config_class=ImpalaConfig,
     family=ON_POLICY,
     make_policy=make_actor_critic_policy,

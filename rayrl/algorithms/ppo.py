@@ -345,7 +345,6 @@ def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
 
 
 ALGORITHM = Algorithm(
-    name="ppo",
     config_class=PPOConfig,
     family=ON_POLICY,
     make_policy=make_actor_critic_policy,

@@ -345,7 +345,6 @@ class _ParameterState:
 
 
 ALGORITHM = Algorithm(
-    name="sac",
     config_class=SACConfig,
     family=OFF_POLICY,
     make_policy=make_policy,

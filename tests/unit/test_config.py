@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from rayrl.algorithms import ALGORITHMS
 from rayrl.algorithms.dqn import DQNConfig
-from rayrl.config import config_to_dict, config_to_yaml, preset_names
+from rayrl.config import (
+    DEFAULT_ALGORITHM,
+    AlgorithmConfig,
+    config_to_dict,
+    config_to_yaml,
+    preset_names,
+)
 from rayrl.errors import ConfigError
 from rayrl.presets import config_from_dict, load_config, saved_config
 from tests.old_layout import rayrl_0_1_layout
@@ -185,3 +192,13 @@ def test_configs_saved_by_rayrl_0_1_are_read_in_todays_layout(preset):
         config_from_dict(old)  # as user input, the old keys are named...
     assert saved_config(old) == config  # ...but a saved run's config is migrated
     assert saved_config(old, ["learner.lr=0.5"]).learner.lr == 0.5
+
+
+def test_each_algorithm_is_named_once_by_its_config_class():
+    """The registry's key, `Algorithm.name` and `algorithm.name` in a config are one value:
+    the default of the algorithm's config class; a config that names none gets DQN."""
+    for key, algorithm in ALGORITHMS.items():
+        assert algorithm.name == key == algorithm.config_class().name
+    assert AlgorithmConfig().name == ""  # the base class names no algorithm
+    assert config_from_dict({}).algorithm == DQNConfig()
+    assert DEFAULT_ALGORITHM in ALGORITHMS
