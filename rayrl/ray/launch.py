@@ -3,13 +3,13 @@ machine, and the pre-flight: once Ray is connected and before any actor starts, 
 the cluster can never host is refused in one line (`check_cluster`).
 
 An actor runs on one node, so capacity is counted per node as well as over the cluster: a
-worker's `workers.cpus_per_worker` CPUs, and a learner's `learner.num_gpus` GPUs with its
-CPU, must fit on one node (a cluster whose total is enough but whose every node is too
-small would leave the actor pending forever), and all of them in the cluster. This is not a
-packing of every actor onto the nodes: a run refused is one that can never start, and one
-accepted may still wait for capacity (the start and no-worker timeouts of `faults` bound
-that). The experience store's memory is checked against the largest node there now
-(`check_store_memory`).
+worker's `workers.cpus_per_worker` CPUs, and a learner's `learner.num_gpus` GPUs (or its
+CPU, when it has none: `learner_cpus`), must fit on one node (a cluster whose total is
+enough but whose every node is too small would leave the actor pending forever), and all
+of them in the cluster. This is not a packing of every actor onto the nodes: a run refused
+is one that can never start, and one accepted may still wait for capacity (the start and
+no-worker timeouts of `faults` bound that). The experience store's memory is checked
+against the largest node there now (`check_store_memory`).
 
 An autoscaler can add nodes. What no node holds now is accepted when a node type the
 autoscaler can start would hold it: the run logs that it waits for the autoscaler, and
@@ -275,7 +275,7 @@ def check_workers(config: Config, capacity: Capacity, num_gpus: float) -> None:
         f"the Ray cluster has {capacity.total()['CPU']:g} CPUs but the run asks for "
         f"{requested_cpus(config, num_gpus):g} (workers.num_workers="
         f"{config.workers.num_workers} x workers.cpus_per_worker="
-        f"{config.workers.cpus_per_worker:g}{' + 1 per learner' if not num_gpus else ''})"
+        f"{config.workers.cpus_per_worker:g} + {learner_cpus(num_gpus):g} per learner)"
         f"{capacity.autoscaler_note()}; lower them or add nodes"
     )
 
@@ -286,10 +286,13 @@ def learner_demand(num_gpus: float, learners: int) -> tuple[Resources, Resources
 
 
 def learner_gpus(config: Config, capacity: Capacity, say: bool = True) -> float:
-    """`learner.num_gpus`; when null, one GPU per learner if the cluster has them now, else
-    none, which is said unless not `say` (a learner on a CPU is the slow part of a run)."""
+    """`learner.num_gpus`; when null, none for a `learner.device="cpu"` learner, else one GPU
+    per learner if the cluster has them now, else none, which is said unless not `say` (a
+    learner on a CPU is the slow part of a run)."""
     if config.learner.num_gpus is not None:
         return config.learner.num_gpus
+    if config.learner.device == "cpu":  # it trains on a CPU whatever the cluster has
+        return 0.0
     learners = config.learner.num_learners
     if capacity.fits_now(*learner_demand(1.0, learners)):
         return 1.0

@@ -38,6 +38,7 @@ from rayrl.ray.launch import (
     bootstrap_node_types,
     check_learners,
     check_workers,
+    learner_cpus,
     learner_gpus,
 )
 from tests.integration.test_cli_ray import ray_tmp  # noqa: F401  (a fixture)
@@ -314,6 +315,16 @@ def test_cluster_yaml_scenario_the_readme_command_waits_for_the_gpu_node(
         check_learners(readme, 2.0, capacity)
     with pytest.raises(ConfigError, match=r"workers.cpus_per_worker=33: no Ray node has"):
         check_workers(load_config(None, ["workers.cpus_per_worker=33"]), capacity, 0.0)
+
+
+def test_a_null_gpu_request_takes_a_gpu_only_for_a_learner_that_may_use_it():
+    """With a GPU in the cluster, a null request takes one; a learner.device=cpu learner
+    takes none, and so asks Ray for its CPU (`learner_cpus`) rather than an idle GPU."""
+    capacity = Capacity(({"CPU": 4.0}, {"CPU": 1.0, "GPU": 1.0}), ())
+    assert learner_gpus(load_config(), capacity) == 1.0
+    assert learner_gpus(load_config(None, ["learner.device=cpu"]), capacity) == 0.0
+    assert learner_cpus(1.0) == 0.0
+    assert learner_cpus(0.0) == 1.0
 
 
 def test_cluster_yaml_scenario_a_null_gpu_request_trains_on_cpu_and_says_how_to_wait(

@@ -80,26 +80,29 @@ def assert_updates_never_go_backwards(rows: list[dict]) -> None:
     assert updates == sorted(updates)
 
 
-@pytest.mark.slow
-def test_async_dqn_reaches_the_threshold_with_the_learner_on_the_gpu_node(ray_cluster, tmp_path):
-    """The GPU node's only CPU is taken (by a worker that SPREAD there before the learner
-    asked, say): the learner, which asks Ray for the GPU alone, still starts there."""
+def test_a_gpu_learner_starts_on_a_node_whose_cpus_are_all_taken(ray_cluster, tiny):
+    """A worker that Ray SPREAD onto the GPU node may take its only CPU before the learner
+    asks for it (how a resumed run in CI waited 900 s for its learner): the learner, which
+    asks Ray for the GPU alone (`rayrl.ray.launch.learner_cpus`), starts there anyway."""
     _, gpu_node = ray_cluster
     strategy = NodeAffinitySchedulingStrategy(gpu_node.node_id, soft=False)
     blocker = ray.remote(num_cpus=1)(Blocker).options(scheduling_strategy=strategy).remote()
     ray.get(blocker.__ray_ready__.remote())
-    try:
-        result = rayrl.train(
-            "cartpole_dqn",
-            overrides=[
-                "logging.console=false",
-                f"run.runs_dir={tmp_path}",
-                "run.seed=1",
-                "faults.start_timeout_s=120",  # a learner kept from the node fails the run
-            ],
-        )
+    try:  # a learner kept from the node fails the run after the start timeout
+        result = rayrl.train(None, overrides=[*tiny, "faults.start_timeout_s=60"])
     finally:
         ray.kill(blocker)
+    assert result.stop_reason == "total_env_steps reached"
+    assert result.placement["learner"]["node_id"] == gpu_node.node_id
+
+
+@pytest.mark.slow
+def test_async_dqn_reaches_the_threshold_with_the_learner_on_the_gpu_node(ray_cluster, tmp_path):
+    _, gpu_node = ray_cluster
+    result = rayrl.train(
+        "cartpole_dqn",
+        overrides=["logging.console=false", f"run.runs_dir={tmp_path}", "run.seed=1"],
+    )
     assert result.stop_reason == "target_return reached"
     assert result.final_eval.mean >= 475
     assert len(result.final_eval.returns) == 10

@@ -136,7 +136,7 @@ def test_priorities_and_importance_weights_follow_the_paper_by_hand():
     alpha, eps = 0.6, 0.01
     buffer = prioritized(alpha=alpha, epsilon=eps, beta_start=0.4, beta_anneal_samples=10)
     buffer.add(scalar_chunk(0, 4))
-    td_errors = np.array([1.0, -2.0, 3.0, 0.0])
+    td_errors = np.array([1.0, -2.0, 3.0, 0.5])  # each item's share spans several strata
     buffer.update_priorities(np.arange(4), td_errors)
     p = (np.abs(td_errors) + eps) ** alpha
     np.testing.assert_allclose(buffer.tree.get(np.arange(4)), p)
@@ -146,6 +146,8 @@ def test_priorities_and_importance_weights_follow_the_paper_by_hand():
     weights = (4 * probabilities) ** -beta
     np.testing.assert_allclose(batch.weights, weights / weights.max(), rtol=1e-6)
     assert set(batch.indices) == {0, 1, 2, 3}
+    (single,) = buffer.sample(1).weights  # by the batch's largest, not the buffer's
+    assert single == 1.0
     buffer.add(scalar_chunk(10, 1))
     assert buffer.tree.get(np.array([4]))[0] == pytest.approx((3.0 + eps) ** alpha)
 
