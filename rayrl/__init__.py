@@ -3,7 +3,7 @@
     import rayrl
     result = rayrl.train("cartpole_dqn")          # or a Config, or a YAML path
     rayrl.evaluate(result.run_dir, episodes=10)
-    rayrl.sweep("cartpole_ppo_sweep")             # a study on Ray Tune (README: Sweeps)
+    rayrl.sweep("cartpole_ppo_sweep")             # a study on Ray Tune (docs/sweeps.md)
 
 The public names are imported on first use, so that `rayrl --help` and config errors do
 not wait for torch and Ray to import.
