@@ -20,11 +20,13 @@ and state API (and to kill, for fault tests).
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayError
+from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rayrl.algorithms import ALGORITHMS
@@ -38,6 +40,14 @@ from rayrl.ray.learner_service import LearnerService, LearnerStart
 from rayrl.ray.placement import Placement
 from rayrl.ray.restarts import constructor_error, one_line
 from rayrl.worker import RolloutWorker
+
+logger = logging.getLogger(__name__)
+
+CAPACITY_NOTICE_S = 30.0
+"""An actor not started after this long that Ray has placed in no process yet waits for
+capacity (said once)."""
+GROUP_POLL_S = 1.0
+"""How often the driver, waiting for the learners to form their group, looks at the clock."""
 
 
 class ActorFactory:
@@ -117,20 +127,51 @@ class ActorFactory:
         return learners
 
     def _form_group(self, learners: list[Any]) -> None:
-        """Join the learners into one process group, within `faults.start_timeout_s`."""
-        timeout = self.config.faults.start_timeout_s
+        """Join the learners into one process group, within `faults.start_timeout_s`. The
+        driver waits here, so the wait for Ray to place them is said here too, as
+        `LearnerSupervisor` says it for one learner."""
+        created = time.monotonic()
         try:
-            address = ray.get(learners[0].group_address.remote(), timeout=timeout)
+            (address,) = self._values([learners[0].group_address.remote()], learners, created)
             joins = [
                 learner.join_group.remote(address, rank, len(learners))
                 for rank, learner in enumerate(learners)
             ]
-            ray.get(joins, timeout=timeout)
-        except (RayError, GetTimeoutError) as error:
+            self._values(joins, learners, created)
+        except RayError as error:
             for learner in learners:
                 self.kill(learner)
             cause = constructor_error(error) or one_line(error)
             raise RunFailedError(f"the learners could not form their group: {cause}") from None
+
+    def _values(self, refs: list[Any], learners: list[Any], created: float) -> list[Any]:
+        """The values of `refs`, calls to `learners` created at `created`; said once when
+        Ray has not placed every learner after `CAPACITY_NOTICE_S`, and a failure naming
+        what they wait for past `faults.start_timeout_s`."""
+        timeout = self.config.faults.start_timeout_s
+        said = False
+        while True:
+            waited = time.monotonic() - created
+            if waited > timeout:
+                for learner in learners:
+                    self.kill(learner)
+                if not all(is_placed(learner) for learner in learners):
+                    raise RunFailedError(
+                        learners_not_placed(len(learners), self.learner_gpus, waited, timeout)
+                    )
+                raise RunFailedError(
+                    f"the learners could not form their group within {waited:.0f} s "
+                    f"(faults.start_timeout_s={timeout:g})"
+                )
+            ready, _ = ray.wait(
+                refs, num_returns=len(refs), timeout=min(GROUP_POLL_S, timeout - waited)
+            )
+            if len(ready) == len(refs):
+                return ray.get(refs)
+            unplaced = not said and waited >= CAPACITY_NOTICE_S
+            if unplaced and not all(is_placed(learner) for learner in learners):
+                said = True
+                logger.warning(learners_waiting(len(learners), self.learner_gpus, waited, timeout))
 
     def evaluator(self, incarnation: int = 0) -> Any:
         config = self.config
@@ -148,9 +189,28 @@ class ActorFactory:
         ray.kill(handle, no_restart=True)
 
 
-CAPACITY_NOTICE_S = 30.0
-"""An actor not started after this long that Ray has placed in no process yet waits for
-capacity (said once)."""
+def _have_waited(count: int, gpus: float, waited: float) -> str:
+    subject = "the learner has" if count == 1 else f"the {count} learners have"
+    resources = f"{gpus:g} GPU(s)" if gpus else f"{learner_cpus(gpus):g} CPU"
+    return f"{subject} waited {waited:.0f} s for a node with {resources} free"
+
+
+def learners_waiting(count: int, gpus: float, waited: float, timeout_s: float) -> str:
+    """The notice for `count` learners of `gpus` GPUs each that Ray has not placed after
+    `waited` s."""
+    return (
+        f"{_have_waited(count, gpus, waited)}; the run stops if it waits past "
+        f"faults.start_timeout_s={timeout_s:g} s"
+    )
+
+
+def learners_not_placed(count: int, gpus: float, waited: float, timeout_s: float) -> str:
+    """Why the run stops when Ray has not placed `count` learners in time."""
+    return (
+        f"{_have_waited(count, gpus, waited)} (faults.start_timeout_s={timeout_s:g}); was a "
+        "GPU node lost? The checkpoints are kept: --resume the run when the cluster has one, "
+        "or with --set learner.num_gpus=0 to train on CPU"
+    )
 
 
 def is_placed(handle: Any) -> bool:

@@ -44,8 +44,13 @@ from typing import Any
 from rayrl.config import FaultsConfig
 from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
-from rayrl.ray.factory import CAPACITY_NOTICE_S, ActorFactory, is_placed
-from rayrl.ray.launch import learner_cpus
+from rayrl.ray.factory import (
+    CAPACITY_NOTICE_S,
+    ActorFactory,
+    is_placed,
+    learners_not_placed,
+    learners_waiting,
+)
 from rayrl.ray.learner_service import LearnerPulse, LearnerReport, LearnerStart
 from rayrl.ray.probe import Probe
 from rayrl.ray.restarts import RestartPolicy, constructor_error, one_line
@@ -298,30 +303,16 @@ class LearnerSupervisor:
         if self.waiting_said or waited < CAPACITY_NOTICE_S or self.placed(self.first):
             return
         self.waiting_said = True
-        logger.warning(
-            "the learner has waited %.0f s for a node with %s free; the run stops if it "
-            "waits past faults.start_timeout_s=%g s",
-            waited,
-            self._resources(),
-            self.faults.start_timeout_s,
-        )
+        gpus, timeout = self.factory.learner_gpus, self.faults.start_timeout_s
+        logger.warning(learners_waiting(1, gpus, waited, timeout))
 
     def _not_started(self, now: float) -> None:
         waited = now - self.created_at
         if not self.placed(self.first):
-            raise RunFailedError(
-                f"the learner has waited {waited:.0f} s for a node with "
-                f"{self._resources()} free "
-                f"(faults.start_timeout_s={self.faults.start_timeout_s:g}); was a GPU node "
-                "lost? The checkpoints are kept: --resume the run when the cluster has one, or "
-                "with --set learner.num_gpus=0 to train on CPU"
-            )
+            gpus, timeout = self.factory.learner_gpus, self.faults.start_timeout_s
+            raise RunFailedError(learners_not_placed(1, gpus, waited, timeout))
         logger.warning("the learner did not start within %.0f s: restoring it", waited)
         self._restore("it did not start (faults.start_timeout_s)")
-
-    def _resources(self) -> str:
-        gpus = self.factory.learner_gpus
-        return f"{gpus:g} GPU(s)" if gpus else f"{learner_cpus(gpus):g} CPU"
 
     def _use_store(self, handle: Any) -> None:
         for learner in self.handles:

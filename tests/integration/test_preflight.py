@@ -32,6 +32,7 @@ import rayrl
 from rayrl.cli import main
 from rayrl.errors import ConfigError
 from rayrl.presets import load_config
+from rayrl.ray import factory
 from rayrl.ray.launch import (
     Capacity,
     autoscaler_node_types,
@@ -155,6 +156,35 @@ def test_a_learner_an_autoscaler_node_type_can_hold_waits_for_it(autoscaler_repo
     assert waits == [waiting(4, START_TIMEOUT_S)]
     assert result.failure is not None
     assert "the learner has waited" in result.failure
+
+
+def test_learners_that_wait_to_form_their_group_say_so_and_what_they_wait_for(
+    autoscaler_reports, tiny, caplog, monkeypatch
+):
+    """Two learners of one GPU each, on a cluster with one GPU node and an autoscaler that
+    can start more: the driver waits for them to form their group, says once that they wait
+    for room (sooner here), and at the start timeout stops the run saying for what."""
+    monkeypatch.setattr(factory, "CAPACITY_NOTICE_S", 2.0)
+    autoscaler_reports({"gpu-big": {"CPU": 8, "GPU": 4}})
+    with caplog.at_level(logging.WARNING, logger="rayrl.ray.factory"):
+        result = rayrl.train(
+            None,
+            overrides=[
+                *tiny,
+                "learner.num_learners=2",
+                "learner.num_gpus=1",
+                f"faults.start_timeout_s={START_TIMEOUT_S}",
+            ],
+        )
+    (said,) = [r.message for r in caplog.records if r.name == "rayrl.ray.factory"]
+    assert said.startswith("the 2 learners have waited ")
+    assert said.endswith(
+        f"for a node with 1 GPU(s) free; the run stops if it waits past "
+        f"faults.start_timeout_s={START_TIMEOUT_S} s"
+    )
+    assert result.failure is not None
+    assert result.failure.startswith("the 2 learners have waited ")
+    assert "was a GPU node lost?" in result.failure
 
 
 def test_a_learner_no_autoscaler_node_type_can_hold_is_refused(autoscaler_reports, tiny, tmp_path):
