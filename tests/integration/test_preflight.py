@@ -161,9 +161,10 @@ def test_a_learner_an_autoscaler_node_type_can_hold_waits_for_it(autoscaler_repo
 def test_learners_that_wait_to_form_their_group_say_so_and_what_they_wait_for(
     autoscaler_reports, tiny, caplog, monkeypatch
 ):
-    """Two learners of one GPU each, on a cluster with one GPU node and an autoscaler that
-    can start more: the driver waits for them to form their group, says once that they wait
-    for room (sooner here), and at the start timeout stops the run saying for what."""
+    """Two learners of two GPUs each, which no node of the suite's cluster has but an
+    autoscaler's node type would: the driver waits for them to form their group, says once
+    that they wait for room (sooner here), and at the start timeout stops the run saying for
+    what."""
     monkeypatch.setattr(factory, "CAPACITY_NOTICE_S", 2.0)
     autoscaler_reports({"gpu-big": {"CPU": 8, "GPU": 4}})
     with caplog.at_level(logging.WARNING, logger="rayrl.ray.factory"):
@@ -172,14 +173,14 @@ def test_learners_that_wait_to_form_their_group_say_so_and_what_they_wait_for(
             overrides=[
                 *tiny,
                 "learner.num_learners=2",
-                "learner.num_gpus=1",
+                "learner.num_gpus=2",
                 f"faults.start_timeout_s={START_TIMEOUT_S}",
             ],
         )
     (said,) = [r.message for r in caplog.records if r.name == "rayrl.ray.factory"]
     assert said.startswith("the 2 learners have waited ")
     assert said.endswith(
-        f"for a node with 1 GPU(s) free; the run stops if it waits past "
+        f"for a node with 2 GPU(s) free; the run stops if it waits past "
         f"faults.start_timeout_s={START_TIMEOUT_S} s"
     )
     assert result.failure is not None
