@@ -123,7 +123,7 @@ def to_numpy_tree(tree: Any) -> Any:
 def to_torch_tree(tree: Any) -> Any:
     """The inverse of `to_numpy_tree`."""
     if isinstance(tree, np.ndarray):  # arrays from Ray's object store are read-only
-        return torch.from_numpy(np.require(tree, requirements="CW"))
+        return torch.from_numpy(np.require(tree, requirements=("C", "W")))
     if isinstance(tree, dict):
         return {k: to_torch_tree(v) for k, v in tree.items()}
     if isinstance(tree, (list, tuple)):

@@ -23,7 +23,7 @@ algorithm module states only what is its own. Both runtimes use only what is wri
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -37,6 +37,8 @@ from rayrl.core import (
     PolicyOutput,
     StepBatch,
     StoreStats,
+    TransitionBatch,
+    Unrolls,
     UpdateResult,
 )
 from rayrl.envs.spec import EnvSpec
@@ -47,7 +49,17 @@ if TYPE_CHECKING:
     import torch
 
 C = TypeVar("C", bound=AlgorithmConfig)
+C_contra = TypeVar("C_contra", bound=AlgorithmConfig, contravariant=True)
 S = TypeVar("S")
+"""A family's store settings (`ReplaySettings`, `QueueSettings`)."""
+K = TypeVar("K", bound="Chunk")
+"""What a processor flushes and its store adds (`TransitionChunk`, `Unrolls`)."""
+K_co = TypeVar("K_co", bound="Chunk", covariant=True)
+K_contra = TypeVar("K_contra", bound="Chunk", contravariant=True)
+B = TypeVar("B", bound="TransitionBatch | Unrolls")
+"""What a store samples and its learner updates from."""
+B_co = TypeVar("B_co", bound="TransitionBatch | Unrolls", covariant=True)
+B_contra = TypeVar("B_contra", bound="TransitionBatch | Unrolls", contravariant=True)
 
 
 @dataclass(frozen=True)
@@ -94,8 +106,10 @@ class Policy(Protocol):
     observation begins an episode, and reports the state it acted from in
     `PolicyOutput.state`. Feed-forward policies ignore `episode_starts`."""
 
-    version: int
-    """The version of the weights it acts with (0 before any arrive)."""
+    @property
+    def version(self) -> int:
+        """The version of the weights it acts with (0 before any arrive)."""
+        ...
 
     def act(
         self,
@@ -114,16 +128,23 @@ class Policy(Protocol):
     def set_weights(self, info: ModelInfo) -> None: ...
 
 
-class Learner(Protocol):
-    """Owns the trainable networks and their optimizer."""
+class Learner(Protocol[B_contra]):
+    """Owns the trainable networks and their optimizer; learns from batches of `B_contra`."""
 
-    updates: int
-    """Optimization steps so far; the version of the weights it publishes."""
-    device: torch.device
-    nonfinite: NonFiniteSteps
-    """Optimizer steps skipped for a non-finite loss or gradient (see `TorchLearner.step`)."""
+    @property
+    def updates(self) -> int:
+        """Optimization steps so far; the version of the weights it publishes."""
+        ...
 
-    def update(self, batch: Any) -> UpdateResult:
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def nonfinite(self) -> NonFiniteSteps:
+        """Optimizer steps skipped for a non-finite loss or gradient (see `TorchLearner.step`)."""
+        ...
+
+    def update(self, batch: B_contra) -> UpdateResult:
         """One optimization step on a batch from the store."""
         ...
 
@@ -151,17 +172,17 @@ class Chunk(Protocol):
     def policy_version(self) -> int: ...
 
 
-class StepProcessor(Protocol):
+class StepProcessor(Protocol[K_co]):
     """Turns env steps into what the store keeps (n-step transitions, unrolls)."""
 
     def process(self, step: StepBatch, policy_version: int) -> None: ...
 
-    def flush(self) -> Chunk:
+    def flush(self) -> K_co:
         """Everything completed since the last flush, as one chunk."""
         ...
 
 
-class ExperienceStore(Protocol):
+class ExperienceStore(Protocol[K_contra, B_co]):
     """Where chunks wait for the learner: a replay buffer with its samples-per-insert
     limit (off-policy), or a bounded queue of unrolls (on-policy). Never blocks: callers
     that must wait (the Ray experience actor) wait on `can_insert` / `can_sample`."""
@@ -171,13 +192,13 @@ class ExperienceStore(Protocol):
 
     def can_insert(self, count: int) -> bool: ...
 
-    def add(self, chunk: Any) -> int:
+    def add(self, chunk: K_contra) -> int:
         """Insert a chunk; returns the items inserted."""
         ...
 
     def can_sample(self, batch_size: int, num_batches: int, learner_version: int) -> bool: ...
 
-    def sample(self, batch_size: int, num_batches: int, learner_version: int) -> list[Any]: ...
+    def sample(self, batch_size: int, num_batches: int, learner_version: int) -> Sequence[B_co]: ...
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None: ...
 
@@ -185,7 +206,7 @@ class ExperienceStore(Protocol):
 
 
 @runtime_checkable
-class PersistentStore(ExperienceStore, Protocol):
+class PersistentStore(ExperienceStore[K_contra, B_co], Protocol[K_contra, B_co]):
     """A store that can be saved beside a checkpoint and refilled on resume (the optional
     capability: runtimes check for it with `isinstance`)."""
 
@@ -199,7 +220,7 @@ class PersistentStore(ExperienceStore, Protocol):
         ...
 
 
-def as_persistent(store: ExperienceStore) -> PersistentStore:
+def as_persistent(store: ExperienceStore[K, B]) -> PersistentStore[K, B]:
     """`store` as a store that can be saved, or a TypeError: a family that persists its
     store must build one that can (`Family.persists`)."""
     if not isinstance(store, PersistentStore):
@@ -219,49 +240,49 @@ class StoreKind:
     """Whether it discards items too old to learn from (reported as `<namespace>/dropped_stale`)."""
 
 
-class Family(Protocol[C, S]):
+class Family(Protocol[C_contra, S, K, B_co]):
     """How experience flows for a kind of algorithm: off-policy (n-step transitions into a
     rate-limited replay) or on-policy (unrolls into a queue with a policy-lag limit). Its
     config checks are the family config class's `check` (`rayrl.families`)."""
 
     store: StoreKind
 
-    def chunk_steps(self, algo: C) -> int:
+    def chunk_steps(self, algo: C_contra) -> int:
         """Vector-env steps a worker takes per chunk."""
         ...
 
-    def make_processor(self, algo: C, spec: EnvSpec, num_envs: int) -> StepProcessor: ...
+    def make_processor(self, algo: C_contra, spec: EnvSpec, num_envs: int) -> StepProcessor[K]: ...
 
     def store_settings(self, config: Config, spec: EnvSpec) -> S:
         """Everything the store reads, as plain, picklable values (no torch)."""
         ...
 
-    def make_store(self, settings: S) -> ExperienceStore: ...
+    def make_store(self, settings: S) -> ExperienceStore[K, B_co]: ...
 
     def store_memory(self, config: Config, spec: EnvSpec) -> int:
         """About how many bytes the store holds when full (what Ray is asked to reserve
         for it, and what pre-flight checks against the nodes' memory)."""
         ...
 
-    def persists(self, algo: C) -> bool:
+    def persists(self, algo: C_contra) -> bool:
         """Whether the store is saved with each checkpoint (then it is a `PersistentStore`)."""
         ...
 
-    def times_learned_from(self, algo: C) -> float:
+    def times_learned_from(self, algo: C_contra) -> float:
         """How many batches an item is in, on average (replay's samples per insert; 1 for
         unrolls, which one update learns from)."""
         ...
 
 
 @dataclass(frozen=True)
-class Algorithm(Generic[C]):
+class Algorithm(Generic[C, B]):
     """An algorithm: its config, its family and builders for its own parts."""
 
     config_class: type[C]
-    family: Family[C, Any]
+    family: Family[C, Any, Any, B]
     make_policy: Callable[[C, EnvSpec, Acting], Policy]
     """(algorithm config, env spec, whom it acts for) -> a CPU policy."""
-    make_learner: Callable[[C, EnvSpec, LearnerConfig, RunConfig], Learner]
+    make_learner: Callable[[C, EnvSpec, LearnerConfig, RunConfig], Learner[B]]
     """(algorithm config, env spec, learner settings, run settings) -> the learner, on the
     configured device; it reads the run's seed and step budget (for schedules)."""
 
@@ -281,7 +302,7 @@ class Algorithm(Generic[C]):
 
     def build_learner(
         self, algo: C, spec: EnvSpec, settings: LearnerConfig, run: RunConfig
-    ) -> Learner:
+    ) -> Learner[B]:
         """The algorithm's learner, learning from normalized observations (publishing their
         statistics) or rewards when the spec says so: what the runtimes train."""
         learner = self.make_learner(algo, spec, settings, run)

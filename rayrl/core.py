@@ -13,9 +13,12 @@ travels through Ray's object store without copies; torch tensors never cross a p
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import cast
+from typing import Any, TypeAlias, cast
 
 import numpy as np
+
+_Column: TypeAlias = "np.ndarray | dict[str, np.ndarray]"
+"""One field of `Unrolls` indexed by unroll first: an array, or a dict of them (`extras`)."""
 
 
 @dataclass(frozen=True)
@@ -164,13 +167,8 @@ class Unrolls:
             mine = self.final_index[:, 0] == e
             index = self.final_index[mine].copy()
             index[:, 0] = 0
-            parts.append(
-                Unrolls(
-                    **{name: _rows(value, e) for name, value in self._per_unroll().items()},
-                    final_obs=self.final_obs[mine],
-                    final_index=index,
-                )
-            )
+            columns = {name: _rows(value, e) for name, value in self._per_unroll().items()}
+            parts.append(Unrolls._from_columns(columns, self.final_obs[mine], index))
         return parts
 
     @staticmethod
@@ -183,13 +181,22 @@ class Unrolls:
             index[:, 0] += offset
             indices.append(index)
         columns = [p._per_unroll() for p in parts]
-        return Unrolls(
-            **{name: _stack([c[name] for c in columns]) for name in columns[0]},
+        return Unrolls._from_columns(
+            {name: _stack([c[name] for c in columns]) for name in columns[0]},
             final_obs=np.concatenate([p.final_obs for p in parts]),
             final_index=np.concatenate(indices).reshape(-1, 2),
         )
 
-    def _per_unroll(self) -> dict[str, np.ndarray | dict[str, np.ndarray]]:
+    @staticmethod
+    def _from_columns(
+        columns: dict[str, _Column], final_obs: np.ndarray, final_index: np.ndarray
+    ) -> Unrolls:
+        """Rebuild from `_per_unroll`'s columns: the cast says that they are this class's own
+        fields by name, which a type checker cannot follow through `fields()`."""
+        own_fields = cast(dict[str, Any], columns)
+        return Unrolls(**own_fields, final_obs=final_obs, final_index=final_index)
+
+    def _per_unroll(self) -> dict[str, _Column]:
         """Every field indexed by unroll first (all but the final observations)."""
         return {
             f.name: getattr(self, f.name)
@@ -198,15 +205,13 @@ class Unrolls:
         }
 
 
-def _rows(value: np.ndarray | dict[str, np.ndarray], e: int) -> np.ndarray | dict[str, np.ndarray]:
+def _rows(value: _Column, e: int) -> _Column:
     if isinstance(value, dict):
         return {key: array[e : e + 1] for key, array in value.items()}
     return value[e : e + 1]
 
 
-def _stack(
-    values: list[np.ndarray | dict[str, np.ndarray]],
-) -> np.ndarray | dict[str, np.ndarray]:
+def _stack(values: list[_Column]) -> _Column:
     if isinstance(values[0], dict):
         dicts = cast(list[dict[str, np.ndarray]], values)
         return {key: np.concatenate([d[key] for d in dicts]) for key in dicts[0]}

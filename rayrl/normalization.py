@@ -34,14 +34,29 @@ contract) and starts without torch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from rayrl.core import ModelInfo, PolicyOutput, TransitionBatch, Unrolls
+from rayrl.core import (
+    ModelInfo,
+    NonFiniteSteps,
+    PolicyOutput,
+    TransitionBatch,
+    Unrolls,
+    UpdateResult,
+)
 from rayrl.envs.spec import EnvSpec
 from rayrl.processing import RETURN_EXTRA
+
+if TYPE_CHECKING:
+    import torch
+
+B = TypeVar("B", bound="TransitionBatch | Unrolls")
+"""The batches a normalizing learner can normalize."""
+B_contra = TypeVar("B_contra", bound="TransitionBatch | Unrolls", contravariant=True)
 
 RETURN_MOMENTS_KEY = "return_moments"
 """The key of the returns' statistics in a reward-normalizing learner's state."""
@@ -167,12 +182,36 @@ def _observation_fields(batch: Any) -> tuple[np.ndarray, tuple[str, ...]]:
     raise TypeError(f"cannot normalize the observations of a {type(batch).__name__} ({names})")
 
 
-class NormalizingLearner:
+class _Learns(Protocol[B_contra]):
+    """The `rayrl.contract.Learner` a normalizing learner wraps (that module builds this
+    one, so it is written here again, with what this module calls)."""
+
+    @property
+    def updates(self) -> int: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def nonfinite(self) -> NonFiniteSteps: ...
+
+    def update(self, batch: B_contra) -> UpdateResult: ...
+
+    def get_weights(self) -> ModelInfo: ...
+
+    def set_policy_weights(self, info: ModelInfo) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+class NormalizingLearner(Generic[B]):
     """A learner whose updates see normalized observations or rewards (or both), and whose
     weights, warm starts and checkpoints carry the observations' statistics (checkpoints
     the returns' too)."""
 
-    def __init__(self, learner: Any, spec: EnvSpec, reuse: float) -> None:
+    def __init__(self, learner: _Learns[B], spec: EnvSpec, reuse: float) -> None:
         self.learner = learner
         shape = spec.observation_space.shape or ()
         self.observation_clip = spec.observation_clip
@@ -189,21 +228,23 @@ class NormalizingLearner:
         return self.learner.updates
 
     @property
-    def device(self) -> Any:
+    def device(self) -> torch.device:
         return self.learner.device
 
     @property
-    def nonfinite(self) -> Any:
+    def nonfinite(self) -> NonFiniteSteps:
         return self.learner.nonfinite
 
-    def update(self, batch: Any) -> Any:
-        changes: dict[str, np.ndarray] = {}
+    def update(self, batch: B) -> UpdateResult:
+        changes: dict[str, Any] = {}  # new values of `batch`'s own fields
         if self.moments is not None and self.observation_clip is not None:
             raw, names = _observation_fields(batch)
             self._add(self.moments, raw.reshape(-1, *self.moments.mean.shape))
             for name in names:
                 changes[name] = self.moments.normalize(getattr(batch, name), self.observation_clip)
         if self.return_moments is not None and self.reward_clip is not None:
+            # the on-policy family alone allows env.normalize.rewards (its config check)
+            assert isinstance(batch, Unrolls), "reward normalization learns from unrolls"
             self._add(self.return_moments, batch.extras[RETURN_EXTRA].reshape(-1))
             changes["rewards"] = self.return_moments.scale(batch.rewards, self.reward_clip)
         result = self.learner.update(replace(batch, **changes))
@@ -240,7 +281,7 @@ class NormalizingLearner:
             state[key] = {k: torch.from_numpy(v) for k, v in moments.as_weights().items()}
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the learner and the statistics (a run cannot resume across a change of
         `env.normalize`: `normalization_mismatch`, `reward_normalization_mismatch`)."""
         self.learner.load_state_dict(state)

@@ -9,6 +9,7 @@ Reads each run's `metrics.jsonl` (training episode returns, `worker/episode_retu
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,18 +51,21 @@ def curves_of(label: str, metrics: list[dict], evals: list[dict]) -> Curves:
     def values(rows: list[dict], key: str) -> list[float]:
         return [math.nan if r[key] is None else r[key] for r in rows]
 
+    def steps(rows: list[dict]) -> list[int]:
+        return [int(r["env_steps"]) for r in rows]
+
     return Curves(
         label=label,
-        train_steps=values(train, "env_steps"),
+        train_steps=steps(train),
         train_returns=values(train, "worker/episode_return"),
-        eval_steps=values(evals, "env_steps"),
+        eval_steps=steps(evals),
         eval_means=values(evals, "eval/return_mean"),
         eval_mins=values(evals, "eval/return_min"),
         eval_maxs=values(evals, "eval/return_max"),
     )
 
 
-def draw_runs(run_dirs: list[str | Path]) -> Figure:
+def draw_runs(run_dirs: Sequence[str | Path]) -> Figure:
     """A figure of the runs' training (left) and evaluation (right) returns against env
     steps, one color per run."""
     return draw_curves([read_curves(run) for run in run_dirs])
@@ -91,7 +95,7 @@ def draw_curves(curves: list[Curves]) -> Figure:
     return figure
 
 
-def plot_runs(run_dirs: list[str | Path], output: str | Path) -> Path:
+def plot_runs(run_dirs: Sequence[str | Path], output: str | Path) -> Path:
     """Write a PNG of the runs' training and evaluation returns against env steps."""
     return save_png(draw_runs(run_dirs), output)
 

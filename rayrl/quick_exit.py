@@ -52,7 +52,7 @@ def exit_now(code: int) -> NoReturn:
     """End the process with `code` as a normal exit would, without the interpreter's
     finalization."""
     try:
-        threading._shutdown()
+        threading._shutdown()  # type: ignore[attr-defined]  # what a normal exit calls first
         atexit._run_exitfuncs()
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol, cast
 
 from tqdm import tqdm
 
@@ -145,12 +145,16 @@ class TensorboardRecorder:
         self.writer.close()
 
 
-def wandb_mode(configured: str) -> str:
-    """The W&B mode to run in: WANDB_MODE wins; "auto" is online only with an API key."""
+WandbMode = Literal["online", "offline", "disabled", "shared"]
+
+
+def wandb_mode(configured: str) -> WandbMode:
+    """The W&B mode to run in: WANDB_MODE wins; "auto" is online only with an API key.
+    (`wandb.init` checks a mode it does not know, so a WANDB_MODE typo is its to report.)"""
     if os.environ.get("WANDB_MODE"):
-        return os.environ["WANDB_MODE"]
+        return cast(WandbMode, os.environ["WANDB_MODE"])
     if configured != "auto":
-        return configured
+        return cast(WandbMode, configured)
     if os.environ.get("WANDB_API_KEY"):
         return "online"
     try:

@@ -55,7 +55,8 @@ def weights_as_tensors(info: ModelInfo) -> dict[str, Any]:
     return {
         "version": info.version,
         "weights": {
-            k: torch.from_numpy(np.require(v, requirements="CW")) for k, v in info.weights.items()
+            k: torch.from_numpy(np.require(v, requirements=("C", "W")))
+            for k, v in info.weights.items()
         },
     }
 
@@ -269,7 +270,7 @@ class TrainingSession:
         counters = asdict(self.counters)
         counters["env_steps"] = env_steps
         counters["elapsed_s"] = self.counters.elapsed_s + self.wall_s
-        payload = {
+        payload: dict[str, Any] = {
             "algorithm": self.config.algorithm.name,
             "learner": learner_state,
             "policy": weights_as_tensors(policy),

@@ -117,7 +117,7 @@ def cause_of(error: BaseException) -> str:
         text = str(error).strip()
         return text.splitlines()[-1] if text else repr(error)
     path = os_error.filename if os_error.filename is not None else "the file"
-    template = CAUSES.get(os_error.errno)
+    template = CAUSES.get(os_error.errno) if os_error.errno is not None else None
     return f"{os_error.strerror}: {path}" if template is None else template.format(path=path)
 
 

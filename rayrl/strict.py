@@ -151,7 +151,7 @@ def coerce(tp: Any, value: Any, dotted: str) -> Any:
     """Check `value` against annotation `tp` and return it in canonical form."""
     origin = typing.get_origin(tp)
     bad = ConfigError(f"{dotted}={value!r} is not valid; expected {describe(tp)}")
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return build(tp, value, dotted)
     number = as_number(value) if float in (tp, *typing.get_args(tp)) else None
     if number is not None and not math.isfinite(number):  # "inf" and "nan" parse as floats

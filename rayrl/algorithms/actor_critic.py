@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
 
-from rayrl.algorithms.networks import load_numpy_state_dict, make_torso
+from rayrl.algorithms.networks import Torso, load_numpy_state_dict, make_torso
 from rayrl.contract import Acting
 from rayrl.core import ModelInfo, PolicyOutput, Unrolls
 from rayrl.envs.spec import EnvSpec
@@ -62,17 +63,17 @@ class ActorCritic(nn.Module):
 
     def __init__(
         self,
-        torso: nn.Module,
-        action_space: spaces.Space,
+        torso: Torso,
+        action_space: spaces.Space[Any],
         algorithm: str,
         lstm_size: int | None = None,
-        critic_torso: nn.Module | None = None,
+        critic_torso: Torso | None = None,
     ) -> None:
         super().__init__()
         self.torso = torso
         self.core = None if lstm_size is None else nn.LSTMCell(torso.out_features, lstm_size)
         self.critic_torso = critic_torso
-        self.critic_core = None
+        self.critic_core: nn.LSTMCell | None = None
         if critic_torso is not None and lstm_size is not None:
             self.critic_core = nn.LSTMCell(critic_torso.out_features, lstm_size)
         features = torso.out_features if lstm_size is None else lstm_size
@@ -116,7 +117,7 @@ class ActorCritic(nn.Module):
             state = self.initial_state(len(obs), obs.device)
         actor_state = critic_state = state
         if self.critic_core is not None and state is not None:
-            size = self.core.hidden_size
+            size = self.critic_core.hidden_size  # both cores have lstm_size units
             actor_state = (state[0][:, :size], state[1][:, :size])
             critic_state = (state[0][:, size:], state[1][:, size:])
         features, states = _trunk(self.torso, self.core, obs, episode_starts, actor_state)
@@ -141,7 +142,7 @@ class ActorCritic(nn.Module):
 
 
 def _trunk(
-    torso: nn.Module,
+    torso: Torso,
     core: nn.LSTMCell | None,
     obs: torch.Tensor,
     episode_starts: torch.Tensor,
@@ -166,7 +167,7 @@ def _trunk(
 
 
 def make_actor_critic(algo: OnPolicyConfig, spec: EnvSpec) -> ActorCritic:
-    def torso() -> nn.Module:
+    def torso() -> Torso:
         return make_torso(algo.network, spec.observation_space, algo.hidden_sizes)
 
     actor_torso = torso()  # first: the same seed gives the same policy torso either way
@@ -206,9 +207,8 @@ class ActorCriticPolicy:
                 noise = torch.randn(head.shape, generator=self.generator)
                 actions = head + noise * self.network.log_std.exp()
             else:
-                actions = torch.multinomial(
-                    distribution.probs, 1, generator=self.generator
-                ).squeeze(-1)
+                probs = torch.softmax(head, dim=-1)  # the Categorical's, sampled with our generator
+                actions = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
             logp = distribution.log_prob(actions)
         reported = {}
         if out.states is not None:

@@ -10,7 +10,7 @@ one Ape-X actor).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ from gymnasium import spaces
 
 from rayrl.algorithms.exploration import apex_epsilons, linear_epsilon
 from rayrl.algorithms.networks import QNetwork, load_numpy_state_dict, make_torso
-from rayrl.algorithms.torch_learner import TorchLearner
+from rayrl.algorithms.torch_learner import Checkpointed, TorchLearner
 from rayrl.config import LearnerConfig, RunConfig
 from rayrl.contract import Acting, Algorithm
 from rayrl.core import ModelInfo, PolicyOutput, TransitionBatch, UpdateResult
@@ -158,7 +158,7 @@ class DQNLearner(TorchLearner):
         self.target.requires_grad_(False)
         self.optimizer = self.make_optimizer(self.online.parameters())
 
-    def components(self) -> dict[str, Any]:
+    def components(self) -> dict[str, Checkpointed]:
         return {"online": self.online, "target": self.target, "optimizer": self.optimizer}
 
     def update(self, batch: TransitionBatch) -> UpdateResult:

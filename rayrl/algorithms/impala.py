@@ -18,7 +18,6 @@ gradients are averaged, as one learner's would be.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -28,7 +27,7 @@ from rayrl.algorithms.actor_critic import (
     make_actor_critic,
     make_actor_critic_policy,
 )
-from rayrl.algorithms.torch_learner import TorchLearner, linear_decay
+from rayrl.algorithms.torch_learner import Checkpointed, TorchLearner, linear_decay
 from rayrl.algorithms.vtrace import vtrace
 from rayrl.config import LearnerConfig, RunConfig
 from rayrl.contract import Algorithm
@@ -76,7 +75,7 @@ class ImpalaLearner(TorchLearner):
             self.optimizer, planned_updates(algo, settings, run), algo.lr_decay
         )
 
-    def components(self) -> dict[str, Any]:
+    def components(self) -> dict[str, Checkpointed]:
         return {"network": self.network, "optimizer": self.optimizer, "scheduler": self.scheduler}
 
     def loss(self, batch: Unrolls) -> dict[str, torch.Tensor]:

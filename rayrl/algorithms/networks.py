@@ -19,7 +19,19 @@ from rayrl.config import NetworkKind
 from rayrl.errors import ConfigError
 
 
-class MLPTorso(nn.Module):
+class Torso(nn.Module):
+    """Maps a batch of observations to a batch of `out_features` features."""
+
+    out_features: int
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        """`forward` through `nn.Module.__call__` (hooks included), typed: torch types a
+        module's call as returning anything."""
+        features: torch.Tensor = super().__call__(obs)
+        return features
+
+
+class MLPTorso(Torso):
     def __init__(self, in_features: int, hidden_sizes: tuple[int, ...]) -> None:
         super().__init__()
         layers: list[nn.Module] = [nn.Flatten()]
@@ -31,10 +43,11 @@ class MLPTorso(nn.Module):
         self.out_features = size
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.layers(obs.float())
+        features: torch.Tensor = self.layers(obs.float())
+        return features
 
 
-class NatureCNNTorso(nn.Module):
+class NatureCNNTorso(Torso):
     def __init__(self, in_channels: int, height: int, width: int) -> None:
         super().__init__()
         self.conv = nn.Sequential(
@@ -52,10 +65,11 @@ class NatureCNNTorso(nn.Module):
         self.out_features = 512
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.conv(obs.float() / 255.0))
+        features: torch.Tensor = self.fc(self.conv(obs.float() / 255.0))
+        return features
 
 
-class MinAtarTorso(nn.Module):
+class MinAtarTorso(Torso):
     """The MinAtar paper's network body: one 16-filter 3x3 convolution and a 128-unit layer,
     on (height, width, channels) grids as the games give them."""
 
@@ -66,12 +80,13 @@ class MinAtarTorso(nn.Module):
         self.out_features = 128
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.conv(obs.float().permute(0, 3, 1, 2)))
+        features: torch.Tensor = self.fc(self.conv(obs.float().permute(0, 3, 1, 2)))
+        return features
 
 
 def make_torso(
-    kind: NetworkKind, observation_space: spaces.Space, hidden_sizes: tuple[int, ...]
-) -> nn.Module:
+    kind: NetworkKind, observation_space: spaces.Space[np.ndarray], hidden_sizes: tuple[int, ...]
+) -> Torso:
     """The torso for `observation_space`; "auto" picks the Nature CNN for (C, H, W) byte
     images, the MinAtar CNN for (H, W, C) boolean grids, and the MLP otherwise."""
     shape = observation_space.shape
@@ -99,7 +114,7 @@ def make_torso(
 class QNetwork(nn.Module):
     """Action values; the dueling head splits them into V(s) + A(s, a) - mean_a A(s, a)."""
 
-    def __init__(self, torso: nn.Module, num_actions: int, dueling: bool) -> None:
+    def __init__(self, torso: Torso, num_actions: int, dueling: bool) -> None:
         super().__init__()
         self.torso = torso
         features = torso.out_features
@@ -113,9 +128,11 @@ class QNetwork(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         features = self.torso(obs)
         if not self.dueling:
-            return self.q(features)
-        advantage = self.advantage(features)
-        return self.value(features) + advantage - advantage.mean(dim=1, keepdim=True)
+            q: torch.Tensor = self.q(features)
+            return q
+        advantage: torch.Tensor = self.advantage(features)
+        value: torch.Tensor = self.value(features)
+        return value + advantage - advantage.mean(dim=1, keepdim=True)
 
 
 def numpy_state_dict(module: nn.Module) -> dict[str, np.ndarray]:

@@ -29,7 +29,6 @@ mean here what they mean there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -42,7 +41,7 @@ from rayrl.algorithms.actor_critic import (
     make_actor_critic_policy,
     unroll_state,
 )
-from rayrl.algorithms.torch_learner import TorchLearner, linear_decay
+from rayrl.algorithms.torch_learner import Checkpointed, TorchLearner, linear_decay
 from rayrl.config import Config, LearnerConfig, RunConfig
 from rayrl.contract import Algorithm
 from rayrl.core import Unrolls, UpdateResult
@@ -231,7 +230,7 @@ class PPOLearner(TorchLearner):
         self.scheduler = linear_decay(self.optimizer, self.total_updates, algo.lr_decay)
         self.shuffle = torch.Generator().manual_seed(seed)
 
-    def components(self) -> dict[str, Any]:
+    def components(self) -> dict[str, Checkpointed]:
         return {"network": self.network, "optimizer": self.optimizer, "scheduler": self.scheduler}
 
     @property

@@ -27,7 +27,7 @@ from gymnasium import spaces
 from torch import nn
 
 from rayrl.algorithms.networks import MLPTorso, load_numpy_state_dict
-from rayrl.algorithms.torch_learner import TorchLearner
+from rayrl.algorithms.torch_learner import Checkpointed, TorchLearner
 from rayrl.config import Config, LearnerConfig, RunConfig
 from rayrl.contract import Acting, Algorithm
 from rayrl.core import ModelInfo, PolicyOutput, TransitionBatch, UpdateResult
@@ -108,8 +108,14 @@ class SquashedGaussianActor(nn.Module):
     """An MLP giving a Gaussian's mean and log-std; actions are tanh of a sample, scaled
     from [-1, 1] to the action space's bounds."""
 
+    action_scale: torch.Tensor
+    action_bias: torch.Tensor
+
     def __init__(
-        self, observation_space: spaces.Space, action_space: spaces.Box, hidden: tuple[int, ...]
+        self,
+        observation_space: spaces.Space[Any],
+        action_space: spaces.Box,
+        hidden: tuple[int, ...],
     ) -> None:
         super().__init__()
         self.torso = MLPTorso(math.prod(observation_space.shape or (1,)), hidden)
@@ -151,7 +157,10 @@ class TwinQ(nn.Module):
     """Two independent Q(s, a) MLPs over the flattened observation and the action."""
 
     def __init__(
-        self, observation_space: spaces.Space, action_space: spaces.Box, hidden: tuple[int, ...]
+        self,
+        observation_space: spaces.Space[Any],
+        action_space: spaces.Box,
+        hidden: tuple[int, ...],
     ) -> None:
         super().__init__()
         inputs = math.prod(observation_space.shape or (1,)) + action_space.shape[0]
@@ -199,10 +208,10 @@ class SACPolicy:
         with torch.inference_mode():
             observations = torch.from_numpy(obs)
             if explore:
-                actions, _ = self.actor.sample(observations, self.generator)
+                chosen, _ = self.actor.sample(observations, self.generator)
             else:
-                actions = self.actor.mode(observations)
-        return PolicyOutput(actions=actions.numpy())
+                chosen = self.actor.mode(observations)
+        return PolicyOutput(actions=chosen.numpy())
 
     def set_weights(self, info: ModelInfo) -> None:
         load_numpy_state_dict(self.actor, info.weights)
@@ -246,7 +255,7 @@ class SACLearner(TorchLearner):
             derive_seed(run.seed, "learner", 1)
         )
 
-    def components(self) -> dict[str, Any]:
+    def components(self) -> dict[str, Checkpointed]:
         return {
             "actor": self.actor,
             "critics": self.critics,

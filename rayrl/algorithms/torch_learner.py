@@ -20,7 +20,7 @@ import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -32,6 +32,14 @@ from rayrl.config import LearnerConfig
 from rayrl.core import ModelInfo, NonFiniteSteps
 
 logger = logging.getLogger(__name__)
+
+
+class Checkpointed(Protocol):
+    """A part a checkpoint holds: a network, an optimizer, a schedule, a lone parameter."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any], /) -> object: ...
 
 
 class TorchLearner(ABC):
@@ -84,7 +92,7 @@ class TorchLearner(ABC):
     def tensor(self, array: np.ndarray) -> torch.Tensor:
         """A batch array on the learner's device."""
         # batches from Ray's object store are read-only views, which torch will not wrap
-        writable = np.require(array, requirements="CW")
+        writable = np.require(array, requirements=("C", "W"))
         return torch.from_numpy(writable).to(self.device, non_blocking=True)
 
     def step(
@@ -128,8 +136,8 @@ class TorchLearner(ABC):
         return grad_norm
 
     @abstractmethod
-    def components(self) -> dict[str, Any]:
-        """The parts a checkpoint holds, by name (each with `state_dict`/`load_state_dict`)."""
+    def components(self) -> dict[str, Checkpointed]:
+        """The parts a checkpoint holds, by name."""
 
     def get_weights(self) -> ModelInfo:
         weights = numpy_state_dict(self.acting_network)
@@ -195,7 +203,9 @@ def build_optimizer(
     return torch.optim.Adam(parameters, lr=lr, eps=settings.optimizer_eps, fused=True)
 
 
-def linear_decay(optimizer: torch.optim.Optimizer, total_updates: int, enabled: bool) -> Any:
+def linear_decay(
+    optimizer: torch.optim.Optimizer, total_updates: int, enabled: bool
+) -> torch.optim.lr_scheduler.LambdaLR:
     """A learning-rate schedule falling linearly from the configured rate to 0 at
     `total_updates` (constant when not `enabled`)."""
     return torch.optim.lr_scheduler.LambdaLR(

@@ -81,8 +81,8 @@ def make_env(
     env = family_of(config.id).make_vector_env(config, num_envs, num_threads)
     return VectorEnvAdapter(
         env,
-        clip_rewards=training and config.clip_rewards,
-        terminal_on_life_loss=training and config.terminal_on_life_loss,
+        clip_rewards=training and config.clip_rewards is True,  # None was resolved above
+        terminal_on_life_loss=training and config.terminal_on_life_loss is True,
     )
 
 
@@ -98,7 +98,7 @@ def env_spec(config: EnvConfig) -> EnvSpec:
 def spec_of(env: VectorEnvAdapter, config: EnvConfig) -> EnvSpec:
     """Spaces and frame layout of an open env (float64 observations are served as float32)."""
     observation_space = env.single_observation_space
-    if observation_space.dtype == np.float64:
+    if isinstance(observation_space, gym.spaces.Box) and observation_space.dtype == np.float64:
         observation_space = gym.spaces.Box(
             observation_space.low.astype(np.float32),
             observation_space.high.astype(np.float32),

@@ -25,8 +25,8 @@ from rayrl.config import EnvConfig
 class EnvSpec:
     """What the rest of rayrl needs to know about an env, without holding one open."""
 
-    observation_space: gym.spaces.Space
-    action_space: gym.spaces.Space
+    observation_space: gym.spaces.Space[Any]
+    action_space: gym.spaces.Space[Any]
     frame_stack: int | None
     """Frames per observation for stacked (Atari) observations; None when unstacked."""
     observation_clip: float | None = None
@@ -54,9 +54,12 @@ class EnvFamily(Protocol):
     """
 
     name: str
-    defaults: Mapping[str, Any]
-    """`EnvConfig` values for fields left None (`clip_rewards`, `terminal_on_life_loss`,
-    `repeat_action_probability`): the family's standard setting."""
+
+    @property
+    def defaults(self) -> Mapping[str, Any]:
+        """`EnvConfig` values for fields left None (`clip_rewards`, `terminal_on_life_loss`,
+        `repeat_action_probability`): the family's standard setting."""
+        ...
 
     def owns(self, env_id: str) -> bool:
         """Whether `env_id` belongs to this family."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ class ExperienceService:
             self._changed.notify_all()
         return inserted
 
-    def sample(self, batch_size: int, num_batches: int, learner_version: int) -> list[Any]:
+    def sample(self, batch_size: int, num_batches: int, learner_version: int) -> Sequence[Any]:
         """`num_batches` batches once the store can serve them; [] after `stop`."""
 
         def ready() -> bool:

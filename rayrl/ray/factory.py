@@ -68,7 +68,9 @@ class ActorFactory:
         config = self.config
         return (
             # sample calls run one at a time; set_weights runs beside them, in its own group
-            ray.remote(concurrency_groups={"weights": 1})(RolloutWorker)
+            ray.remote(  # type: ignore[call-overload]  # Ray's overloads omit concurrency_groups
+                concurrency_groups={"weights": 1}
+            )(RolloutWorker)
             .options(
                 name=self._name(f"worker-{index}", incarnation),
                 num_cpus=config.workers.cpus_per_worker,
@@ -86,7 +88,9 @@ class ActorFactory:
         return (
             # the probe runs in a group of its own: orphaned adds of replaced workers, blocked
             # by the replay ratio, can take every thread of the default group
-            ray.remote(concurrency_groups={"probe": 1})(ExperienceService)
+            ray.remote(  # type: ignore[call-overload]  # Ray's overloads omit concurrency_groups
+                concurrency_groups={"probe": 1}
+            )(ExperienceService)
             .options(
                 name=self._name(self.family.store.namespace, incarnation),
                 num_cpus=0,
@@ -112,7 +116,9 @@ class ActorFactory:
         count = config.learner.num_learners
         learners = [
             # train and the other calls run one at a time; the probe runs beside them
-            ray.remote(concurrency_groups={"probe": 1})(LearnerService)
+            ray.remote(  # type: ignore[call-overload]  # Ray's overloads omit concurrency_groups
+                concurrency_groups={"probe": 1}
+            )(LearnerService)
             .options(
                 name=self._name(f"learner-{rank}" if rank else "learner", incarnation),
                 num_cpus=learner_cpus(self.learner_gpus),

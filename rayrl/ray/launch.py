@@ -137,7 +137,7 @@ def disconnect() -> None:
     this. A private reading that fails leaves it all to Ray."""
     try:
         node = ray._private.worker._global_node
-        processes = node.all_processes.get("monitor", []) if node is not None else []
+        processes: list[Any] = node.all_processes.get("monitor", []) if node is not None else []
         for info in processes:
             info.process.kill()
     except Exception as error:  # another Ray version: its own shutdown, at its own pace
@@ -397,8 +397,10 @@ def reported_node_types() -> tuple[NodeType, ...] | None:
 def autoscaler_reports_state() -> bool:
     """Whether an autoscaler reports its state to the GCS (Ray's v2 autoscaler does)."""
     try:
-        from ray._raylet import GcsClient
-        from ray.core.generated.autoscaler_pb2 import GetClusterStatusReply
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]  # private, no stubs
+        from ray.core.generated.autoscaler_pb2 import (  # type: ignore[attr-defined]
+            GetClusterStatusReply,  # generated protobuf code: no stubs
+        )
 
         client = GcsClient(address=ray.get_runtime_context().gcs_address)
         reply = GetClusterStatusReply.FromString(client.get_cluster_status())

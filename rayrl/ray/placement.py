@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import ray
+from ray.util.placement_group import PlacementGroup
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rayrl.config import Config
@@ -40,15 +41,18 @@ class Placement:
     """The scheduling options of each actor of a run: Ray's own choice outside a placement
     group, a fixed bundle of the group inside one (see the module docstring)."""
 
-    def __init__(self, config: Config, group: Any = None) -> None:
+    def __init__(self, config: Config, group: PlacementGroup | None = None) -> None:
         """`group`: the placement group the run is inside (default: the current one, set
         when this process was started in one with its child tasks captured)."""
         self.config = config
-        self.group = group if group is not None else ray.util.get_current_placement_group()
+        self.group: PlacementGroup | None = (
+            group if group is not None else ray.util.get_current_placement_group()
+        )
 
-    def _bundle(self, index: int) -> dict[str, Any]:
+    @staticmethod
+    def _bundle(group: PlacementGroup, index: int) -> dict[str, Any]:
         strategy = PlacementGroupSchedulingStrategy(
-            self.group,
+            group,
             placement_group_bundle_index=index,
             placement_group_capture_child_tasks=True,
         )
@@ -58,14 +62,16 @@ class Placement:
         """Workers spread over the nodes (their CPUs are the run's), or each in its bundle."""
         if self.group is None:
             return {"scheduling_strategy": "SPREAD"}
-        return self._bundle(self.config.learner.num_learners + index)
+        return self._bundle(self.group, self.config.learner.num_learners + index)
 
     def learner(self, rank: int) -> dict[str, Any]:
-        return {} if self.group is None else self._bundle(rank)
+        return {} if self.group is None else self._bundle(self.group, rank)
 
     def store(self, outside: Any) -> dict[str, Any]:
         """`outside`: the strategy outside a group (on the driver's node)."""
-        return {"scheduling_strategy": outside} if self.group is None else self._bundle(0)
+        return (
+            {"scheduling_strategy": outside} if self.group is None else self._bundle(self.group, 0)
+        )
 
     def evaluator(self) -> dict[str, Any]:
-        return {} if self.group is None else self._bundle(0)
+        return {} if self.group is None else self._bundle(self.group, 0)

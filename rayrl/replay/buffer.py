@@ -34,6 +34,21 @@ class _ChunkRecord:
     num_frames: int
 
 
+@dataclass(frozen=True)
+class _Rings:
+    """The preallocated arrays, made when the first chunk tells their shapes and dtypes."""
+
+    frames: np.ndarray
+    obs_frames: np.ndarray
+    """Per transition slot, the absolute frame ids of its observation's stack."""
+    next_frames: np.ndarray
+    actions: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.frames, self.obs_frames, self.next_frames, self.actions))
+
+
 def frame_capacity_for(capacity: int, steps_per_chunk: int, n_step: int, stack: int) -> int:
     """Frame-ring size for `capacity` transitions arriving in self-contained chunks.
 
@@ -56,10 +71,7 @@ class UniformReplay:
         self.capacity = capacity
         self.frame_capacity = frame_capacity
         self.rng = np.random.default_rng(seed)
-        self._frames: np.ndarray | None = None
-        self._obs_frames: np.ndarray | None = None
-        self._next_frames: np.ndarray | None = None
-        self._actions: np.ndarray | None = None
+        self._rings: _Rings | None = None
         self._rewards = np.zeros(capacity, dtype=np.float32)
         self._discounts = np.zeros(capacity, dtype=np.float32)
         self._slot_owner = np.full(capacity, -1, dtype=np.int64)  # absolute index in each slot
@@ -78,9 +90,8 @@ class UniformReplay:
     @property
     def nbytes(self) -> int:
         """Bytes held by the preallocated arrays."""
-        arrays = [self._frames, self._obs_frames, self._next_frames, self._actions]
         fixed = self._rewards.nbytes + self._discounts.nbytes + self._slot_owner.nbytes
-        return fixed + sum(a.nbytes for a in arrays if a is not None)
+        return fixed + (self._rings.nbytes if self._rings is not None else 0)
 
     def add(self, chunk: TransitionChunk) -> None:
         count, num_frames = len(chunk), len(chunk.frames)
@@ -91,16 +102,15 @@ class UniformReplay:
                 f"a chunk of {count} transitions / {num_frames} frames does not fit a buffer of "
                 f"{self.capacity} transitions / {self.frame_capacity} frames"
             )
-        if self._frames is None:
-            self._allocate(chunk)
+        rings = self._rings or self._allocate(chunk)
         self._evict_before(self.inserted + count, self.frames_written + num_frames)
 
         frame_slots = (self.frames_written + np.arange(num_frames)) % self.frame_capacity
-        self._frames[frame_slots] = chunk.frames
+        rings.frames[frame_slots] = chunk.frames
         slots = (self.inserted + np.arange(count)) % self.capacity
-        self._obs_frames[slots] = self.frames_written + chunk.obs_idx
-        self._next_frames[slots] = self.frames_written + chunk.next_obs_idx
-        self._actions[slots] = chunk.actions
+        rings.obs_frames[slots] = self.frames_written + chunk.obs_idx
+        rings.next_frames[slots] = self.frames_written + chunk.next_obs_idx
+        rings.actions[slots] = chunk.actions
         self._rewards[slots] = chunk.rewards
         self._discounts[slots] = chunk.discounts
         self._slot_owner[slots] = self.inserted + np.arange(count)
@@ -119,12 +129,15 @@ class UniformReplay:
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
         """Uniform replay has no priorities; accepted so both buffers serve one learner."""
 
-    def _allocate(self, chunk: TransitionChunk) -> None:
+    def _allocate(self, chunk: TransitionChunk) -> _Rings:
         frame_shape, stack = chunk.frames.shape[1:], chunk.obs_idx.shape[1]
-        self._frames = np.zeros((self.frame_capacity, *frame_shape), dtype=chunk.frames.dtype)
-        self._obs_frames = np.zeros((self.capacity, stack), dtype=np.int64)
-        self._next_frames = np.zeros((self.capacity, stack), dtype=np.int64)
-        self._actions = np.zeros((self.capacity, *chunk.actions.shape[1:]), chunk.actions.dtype)
+        self._rings = _Rings(
+            frames=np.zeros((self.frame_capacity, *frame_shape), dtype=chunk.frames.dtype),
+            obs_frames=np.zeros((self.capacity, stack), dtype=np.int64),
+            next_frames=np.zeros((self.capacity, stack), dtype=np.int64),
+            actions=np.zeros((self.capacity, *chunk.actions.shape[1:]), chunk.actions.dtype),
+        )
+        return self._rings
 
     def _evict_before(self, inserted_after: int, frames_after: int) -> None:
         """Drop whole chunks that the coming write would partly overwrite."""
@@ -147,15 +160,16 @@ class UniformReplay:
         """Hook for prioritized replay."""
 
     def _gather(self, absolute: np.ndarray, weights: np.ndarray) -> TransitionBatch:
-        assert self._frames is not None
+        rings = self._rings
+        assert rings is not None, "sample() refuses an empty buffer"
         slots = absolute % self.capacity
-        obs = self._frames[self._obs_frames[slots] % self.frame_capacity]
-        next_obs = self._frames[self._next_frames[slots] % self.frame_capacity]
+        obs = rings.frames[rings.obs_frames[slots] % self.frame_capacity]
+        next_obs = rings.frames[rings.next_frames[slots] % self.frame_capacity]
         if not self.stacked:
             obs, next_obs = obs[:, 0], next_obs[:, 0]
         return TransitionBatch(
             obs=obs,
-            actions=self._actions[slots],
+            actions=rings.actions[slots],
             rewards=self._rewards[slots],
             discounts=self._discounts[slots],
             next_obs=next_obs,
@@ -170,14 +184,15 @@ class UniformReplay:
         (what `load` returns). The frames are written straight from the ring (no copy of
         it: `rayrl.replay.npz`); the transitions' arrays, a few bytes each, are copied."""
         arrays: dict[str, np.ndarray | list[np.ndarray]] = {}
-        if self._frames is not None:
+        if self._rings is not None:
+            rings = self._rings
             slots = np.arange(self.oldest, self.inserted) % self.capacity
             first_frame = self._chunks[0].first_frame
             arrays = {
-                "frames": self._frame_parts(first_frame, self.frames_written),
-                "obs_frames": self._obs_frames[slots] - first_frame,
-                "next_frames": self._next_frames[slots] - first_frame,
-                "actions": self._actions[slots],
+                "frames": self._frame_parts(rings.frames, first_frame, self.frames_written),
+                "obs_frames": rings.obs_frames[slots] - first_frame,
+                "next_frames": rings.next_frames[slots] - first_frame,
+                "actions": rings.actions[slots],
                 "rewards": self._rewards[slots],
                 "discounts": self._discounts[slots],
                 "chunk_sizes": np.array([[c.num_transitions, c.num_frames] for c in self._chunks]),
@@ -187,14 +202,13 @@ class UniformReplay:
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
             write_npz(f, arrays)
 
-    def _frame_parts(self, first: int, end: int) -> list[np.ndarray]:
+    def _frame_parts(self, frames: np.ndarray, first: int, end: int) -> list[np.ndarray]:
         """The frames with ids `first` to `end` (exclusive), oldest first, as views into
-        the ring: one, or two where they wrap around its end."""
+        the ring `frames`: one, or two where they wrap around its end."""
         start, count = first % self.frame_capacity, end - first
-        assert self._frames is not None
         if start + count <= self.frame_capacity:
-            return [self._frames[start : start + count]]
-        return [self._frames[start:], self._frames[: start + count - self.frame_capacity]]
+            return [frames[start : start + count]]
+        return [frames[start:], frames[: start + count - self.frame_capacity]]
 
     def load(self, path: Path) -> dict[str, np.ndarray]:
         """Refill from a file written by `save`, one recorded chunk at a time; returns the

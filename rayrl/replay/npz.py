@@ -38,4 +38,4 @@ def _write_npy(zf: zipfile.ZipFile, name: str, parts: list[np.ndarray]) -> None:
     with zf.open(f"{name}.npy", mode="w", force_zip64=True) as member:
         np.lib.format.write_array_header_2_0(member, {**header, "shape": shape})
         for part in parts:
-            member.write(memoryview(np.ascontiguousarray(part)).cast("B"))
+            member.write(np.ascontiguousarray(part).data.cast("B"))

@@ -28,8 +28,9 @@ class SumTree:
     def get(self, indices: np.ndarray) -> np.ndarray:
         return self._nodes[self._leaves + np.asarray(indices)]
 
-    def set(self, indices: np.ndarray, values: np.ndarray) -> None:
-        """Set leaves `indices` to `values` (the last value wins for repeated indices)."""
+    def set(self, indices: np.ndarray, values: np.ndarray | float) -> None:
+        """Set leaves `indices` to `values`, or all of them to one value (the last value
+        wins for repeated indices)."""
         indices = np.asarray(indices, dtype=np.int64)
         if len(indices) == 0:
             return

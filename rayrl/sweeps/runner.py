@@ -205,7 +205,8 @@ def make_tuner(checked: Sweep, root: Path, resuming: bool, table_interval_s: flo
     capacity = cluster_capacity()
 
     def resources(settings: dict[str, Any]) -> tune.PlacementGroupFactory:
-        return tune.PlacementGroupFactory(trial_bundles(checked.config_with(settings), capacity))
+        bundles = trial_bundles(checked.config_with(settings), capacity)
+        return tune.PlacementGroupFactory([dict(bundle) for bundle in bundles])
 
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, sweep=checked, runs_dir=str(root / RUNS_DIR)),

@@ -74,7 +74,7 @@ class TuneReporter:
             # Tune copies the checkpoint into the sweep's directory before report returns
             tune.report(result, checkpoint=self._checkpoint(Path(folder)))
 
-    def _checkpoint(self, folder: Path) -> tune.Checkpoint | None:
+    def _checkpoint(self, folder: Path) -> ray.train.Checkpoint | None:
         """A Tune checkpoint of `latest.pt`, when a newer one is on disk."""
         try:
             stat = self.latest.stat()

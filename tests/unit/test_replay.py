@@ -233,7 +233,8 @@ def test_a_buffer_whose_rings_wrapped_around_saves_and_loads_whole(tmp_path):
     for i in range(7):
         buffer.add(scalar_chunk(100 * i, 6))  # 7 frames each: the frame ring wraps
     assert buffer.frames_written > buffer.frame_capacity
-    assert len(buffer._frame_parts(buffer._chunks[0].first_frame, buffer.frames_written)) == 2
+    ring = buffer._rings.frames
+    assert len(buffer._frame_parts(ring, buffer._chunks[0].first_frame, buffer.frames_written)) == 2
     buffer.save(tmp_path / "replay.npz")
     restored = UniformReplay(25, 30, seed=0, stacked=False)
     restored.load(tmp_path / "replay.npz")
