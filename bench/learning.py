@@ -44,7 +44,7 @@ import rayrl
 from rayrl.config import config_to_dict, preset_names
 from rayrl.files import atomic_path, read_jsonl
 from rayrl.plot import curves_of, draw_curves, save_png
-from rayrl.presets import load_config, saved_config
+from rayrl.presets import load_config, migrate_saved, saved_config
 from rayrl.rundir import RunDirectory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -234,18 +234,27 @@ def settings(config: dict) -> dict[str, object]:
     """The `SETTINGS` of a run's saved config (in today's layout, every default filled in),
     as dotted keys."""
     full = config_to_dict(saved_config(config))
+    return dotted({section: full[section] for section in SETTINGS})
+
+
+def dotted(nested: dict, prefix: str = "") -> dict[str, object]:
+    """A nested mapping's values by dotted key."""
     flat: dict[str, object] = {}
-
-    def walk(prefix: str, value: object) -> None:
-        if isinstance(value, dict):
-            for key, inner in value.items():
-                walk(f"{prefix}.{key}", inner)
-        else:
-            flat[prefix] = value
-
-    for section in SETTINGS:
-        walk(section, full[section])
+    for key, value in nested.items():
+        name = f"{prefix}{key}"
+        flat.update(dotted(value, name + ".") if isinstance(value, dict) else {name: value})
     return flat
+
+
+def undotted(flat: dict[str, object]) -> dict:
+    nested: dict = {}
+    for key, value in flat.items():
+        *parents, last = key.split(".")
+        inner = nested
+        for name in parents:
+            inner = inner.setdefault(name, {})
+        inner[last] = value
+    return nested
 
 
 def stale_settings(record: dict) -> list[str]:
@@ -261,9 +270,11 @@ def stale_settings(record: dict) -> list[str]:
     now = settings(
         config_to_dict(load_config(preset_of(record["variant"]), [*record["overrides"], *game]))
     )
+    # the record's own settings, under today's names (`rayrl.renamed_keys`)
+    recorded = dotted(migrate_saved(undotted(record["settings"])))
     return [
         f"{key}: {then!r}, now {now.get(key)!r}"
-        for key, then in sorted(record["settings"].items())
+        for key, then in sorted(recorded.items())
         if now.get(key) != then
     ]
 

@@ -37,7 +37,7 @@ def run(preset: str, env_steps: int, seed: int) -> dict[str, float]:
                 f"run.checkpoint_interval_env_steps={10 * env_steps}",
             ],
         )
-    return result.figures
+    return result.headline
 
 
 def main() -> None:

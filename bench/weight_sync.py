@@ -43,7 +43,7 @@ def run(workers: int, seconds: float) -> dict[str, float]:
                 "learner.sync_interval=1",
             ],
         )
-    return result.figures
+    return result.headline
 
 
 def main() -> None:

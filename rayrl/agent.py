@@ -24,7 +24,7 @@ from rayrl.config import Config, EnvConfig
 from rayrl.envs.atari import ATARI
 from rayrl.errors import UserError, did_you_mean
 from rayrl.presets import load_config, with_overrides
-from rayrl.run_policy import TrainResult
+from rayrl.run_lifecycle import TrainResult
 
 KEYWORDS = {
     "batch_size": "learner.batch_size",
@@ -57,10 +57,11 @@ class DistributedAgent:
         tag: experiment tag: names the run directory and tags the W&B run.
         seed: the run's seed.
         device: the learners' torch device ("cpu", "cuda", "auto").
-        num_steps: unroll length.
+        num_steps: unroll length (`algorithm.steps_per_chunk`; the keyword is rllte's).
         num_actors: rollout workers (Ray actors); rllte's default of 45 is for a big box.
         num_learners: learner actors; the effective batch is num_learners x batch_size.
-        num_storages: queue slots between workers and learners.
+        num_storages: unrolls the queue between workers and learners holds
+            (`algorithm.queue_capacity`; the keyword is rllte's).
         **kwargs: `batch_size`, `lr`, `hidden_dim`, ... (see `KEYWORDS`) or dotted config keys.
     """
 
@@ -90,10 +91,10 @@ class DistributedAgent:
             _override("algorithm.name", "impala"),
             _override("run.seed", seed),
             _override("learner.device", device),
-            _override("algorithm.num_steps", num_steps),
+            _override("algorithm.steps_per_chunk", num_steps),
             _override("workers.num_workers", num_actors),
             _override("learner.num_learners", num_learners),
-            _override("algorithm.num_storages", num_storages),
+            _override("algorithm.queue_capacity", num_storages),
             _override("logging.wandb.tags", [tag]),
         ]
         if eval_env is not None:

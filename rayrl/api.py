@@ -26,10 +26,10 @@ from rayrl.evaluation import Evaluator
 from rayrl.normalization import normalization_mismatch, reward_normalization_mismatch
 from rayrl.presets import load_config, saved_config, with_overrides
 from rayrl.recorders import Recorder, Recorders, make_recorders
-from rayrl.run_policy import TrainResult
+from rayrl.run_lifecycle import TrainResult
+from rayrl.run_writer import RunWriter
 from rayrl.rundir import RunDirectory
 from rayrl.session import Counters, TrainingSession
-from rayrl.storage import Storage
 from rayrl.video import check_video_support
 
 logger = logging.getLogger(__name__)
@@ -219,19 +219,19 @@ def _train(
     recorders: Sequence[Recorder] = (),
 ) -> TrainResult:
     """The run itself, with its recorders closed (and told the exit code) however it ends."""
-    storage = Storage(config.faults.max_storage_errors)
+    writer = RunWriter(config.faults.max_write_errors)
     open_recorders = functools.partial(
         make_recorders,
         config,
         run_dir,
-        storage,
+        writer,
         counters.env_steps,
         counters.elapsed_s,
         extra=recorders,
     )
     store = ALGORITHMS[config.algorithm.name].family.store
     session = TrainingSession(
-        config, run_dir, Recorders([]), counters, started_at, store, storage, open_recorders
+        config, run_dir, Recorders([]), counters, started_at, store, writer, open_recorders
     )
     exit_code = 1  # what W&B is told if the run raises
     try:

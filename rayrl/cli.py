@@ -130,7 +130,7 @@ def train(
     """Train an agent (default: DQN on CartPole with the Ray runtime)."""
     started_at = time.time()
     from rayrl.api import train as run_training
-    from rayrl.run_policy import handle_interrupts
+    from rayrl.run_lifecycle import handle_interrupts
 
     # Ctrl-C, `kill`, `ray job stop` and Kubernetes: stop sampling, final checkpoint, W&B
     # closed, rather than dying mid-write

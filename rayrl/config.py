@@ -102,12 +102,12 @@ class EnvConfig:
     """Which environment to train on, and how it is preprocessed."""
 
     id: str = "CartPole-v1"
-    """Gymnasium id; its env family (`rayrl.envs`) builds it: `ALE/<Game>-v5` ids run in
+    """Gymnasium id; its env suite (`rayrl.envs`) builds it: `ALE/<Game>-v5` ids run in
     ale-py's C++ vector env with the DeepMind preprocessing below, `MinAtar/<Game>-v1` ids
     need `pip install 'rayrl[minatar]'`, any other id runs in a gymnasium synchronous
     vector env."""
     max_episode_steps: int | None = bounded(None, gt=0)
-    """Truncate episodes after this many agent steps; None keeps the family's or env's own
+    """Truncate episodes after this many agent steps; None keeps the suite's or env's own
     limit (Atari: 108,000 frames, i.e. 27,000 steps with frame skip 4; MinAtar: 10,000
     steps)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -122,17 +122,17 @@ class EnvConfig:
     """Atari: up to this many no-op actions after each reset."""
     repeat_action_probability: float | None = bounded(None, ge=0.0, le=1.0)
     """Atari and MinAtar: sticky actions (the previous action is repeated with this
-    probability); None takes the family's default: 0 for Atari (the DeepMind setting), 0.1
+    probability); None takes the suite's default: 0 for Atari (the DeepMind setting), 0.1
     for MinAtar (the MinAtar paper's)."""
     fire_reset: bool = True
     """Atari: press FIRE after reset in games that need it to start."""
     terminal_on_life_loss: bool | None = None
     """Training only: a lost life ends the bootstrap (episodic life). The game itself goes on,
-    and episode returns and evaluation always count whole games. None takes the family's
+    and episode returns and evaluation always count whole games. None takes the suite's
     default: true for Atari (the DeepMind setting), false otherwise."""
     clip_rewards: bool | None = None
     """Training only: learn from sign(reward); returns are always reported unclipped. None
-    takes the family's default: true for Atari (the DeepMind setting), false otherwise."""
+    takes the suite's default: true for Atari (the DeepMind setting), false otherwise."""
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     """Observation normalisation with statistics that travel with the weights."""
 
@@ -264,7 +264,7 @@ class RunConfig:
 @dataclass(frozen=True)
 class FaultsConfig:
     """What a run does when its parts fail. Restarts, timeouts and capacity apply to the Ray
-    runtime; storage errors to both runtimes."""
+    runtime; write errors to both runtimes."""
 
     worker_restarts: int = bounded(5, ge=0)
     """Restarts of one rollout worker within `restart_window_s` beyond which the run stops
@@ -284,12 +284,17 @@ class FaultsConfig:
     actor's constructor is never retried: the run stops with it."""
     max_restart_backoff_s: float = bounded(60.0, ge=0.0)
     """The longest wait before a restart."""
-    call_timeout_s: float = bounded(600.0, gt=0.0)
-    """An actor that leaves its supervisor's probe unanswered for this long (its process
-    stopped or frozen), a learner whose update makes no progress this long while none of its
-    group waits for the experience actor (a CUDA or NCCL hang), or an experience actor
-    holding its lock this long with no save under way, is hung: it is killed and restarted.
-    A learner waiting on a saving or hung experience actor is not hung."""
+    probe_timeout_s: float = bounded(600.0, gt=0.0)
+    """A learner or experience actor that leaves its supervisor's probe unanswered this
+    long is hung (its process stopped or frozen, a deadlock holding the GIL): it is killed
+    and restarted. The probe runs in a thread of its own, so a long update or save does not
+    delay its answer."""
+    stall_timeout_s: float = bounded(600.0, gt=0.0)
+    """A learner whose update makes no progress this long while none of its group waits
+    for the experience actor (a CUDA kernel or an all-reduce that never returns), or an
+    experience actor whose lock a call holds this long with no save under way, is hung: it
+    is killed and restarted. A learner waiting on a saving or hung experience actor is not
+    hung."""
     start_timeout_s: float = bounded(900.0, gt=0.0)
     """A learner that has not started this long after it was created stops the run (with
     the GPUs and CPUs it waits for); a worker that has not started is replaced, unless the
@@ -298,7 +303,7 @@ class FaultsConfig:
     no_workers_timeout_s: float = bounded(1800.0, gt=0.0)
     """Training goes on with the workers that remain when capacity is lost, and takes the
     others back when it returns; with no worker running for this long the run stops."""
-    max_storage_errors: int = bounded(3, ge=1)
+    max_write_errors: int = bounded(3, ge=1)
     """A write to the run directory (checkpoint, replay, metrics) is tried 3 times; this many
     failed writes in a row stop the run, with what was saved before intact."""
 

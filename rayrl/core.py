@@ -286,7 +286,7 @@ class EvalResult:
     def mean(self) -> float:
         return float(np.mean(self.returns))
 
-    def summary(self) -> dict[str, float]:
+    def metrics(self) -> dict[str, float]:
         """Namespaced metrics of this evaluation."""
         return {
             "eval/return_mean": self.mean,

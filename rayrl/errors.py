@@ -24,9 +24,9 @@ class CheckpointError(UserError):
 
 
 class RunFailedError(Exception):
-    """The run cannot go on (an actor that fails at every start, storage that keeps failing,
-    no rollout worker for too long). The message is the one-line cause the run ends with;
-    `state_sound` says whether the learner's state can still be checkpointed."""
+    """The run cannot go on (an actor that fails at every start, writes to the run directory that
+    keep failing, no rollout worker for too long). The message is the one-line cause the run ends
+    with; `state_sound` says whether the learner's state can still be checkpointed."""
 
     def __init__(self, message: str, *, state_sound: bool = True) -> None:
         super().__init__(message)

@@ -5,7 +5,7 @@ Each round, every worker delivers one chunk into the algorithm's experience stor
 learner then updates as long as the store can serve a batch: as the samples-per-insert
 ratio allows for replay (training every N env steps with K updates is samples_per_insert =
 K * batch / N), or while enough fresh unrolls are queued for on-policy algorithms. How the
-run stops and ends is `rayrl.run_policy`'s.
+run stops and ends is `rayrl.run_lifecycle`'s.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from rayrl.contract import as_persistent
 from rayrl.core import EvalResult, StoreStats
 from rayrl.evaluation import Evaluator
 from rayrl.replay.store import DAMAGED
-from rayrl.run_policy import TrainResult, finish_run, run_until_stopped
+from rayrl.run_lifecycle import TrainResult, finish_run, run_until_stopped
 from rayrl.session import TrainingSession
 from rayrl.worker import RolloutWorker
 
@@ -42,7 +42,7 @@ class LocalRuntime:
         torch.set_num_threads(config.learner.num_threads)
         self.config = config
         self.session = session
-        session.stats.phase_done("setup")
+        session.metrics.phase_done("setup")
         algorithm = ALGORITHMS[config.algorithm.name]
         self.workers = [
             RolloutWorker(config.env, config.workers, config.algorithm, config.run.seed, i)
@@ -54,7 +54,7 @@ class LocalRuntime:
             config.env, config.algorithm, config.run.eval_episodes, config.run.seed
         )
         self.store = algorithm.family.make_store(algorithm.family.store_settings(config, spec))
-        session.stats.phase_done("actors")  # the parts the Ray runtime makes actors of
+        session.metrics.phase_done("actors")  # the parts the Ray runtime makes actors of
         self.persist = algorithm.family.persists(config.algorithm)
         replay_path = session.run_dir.replay_path
         if resume is not None:
@@ -66,7 +66,7 @@ class LocalRuntime:
         self.policy = self.learner.get_weights()
         for worker in self.workers:
             worker.set_weights(self.policy)
-        self.metrics: dict[str, list[float]] = defaultdict(list)
+        self.update_metrics: dict[str, list[float]] = defaultdict(list)
 
     def _refill(self, path: Path, settings: Any) -> None:
         """Refill the store from the replay saved with the checkpoint; one damaged past
@@ -96,7 +96,7 @@ class LocalRuntime:
         if result.priorities is not None:
             self.store.update_priorities(batch.indices, result.priorities)
         for key, value in result.metrics.items():
-            self.metrics[key].append(value)
+            self.update_metrics[key].append(value)
 
     def _updates_while(self, condition: Any) -> float:
         """Update while `condition()` holds; returns the seconds it took."""
@@ -118,19 +118,19 @@ class LocalRuntime:
             inserted = self.store.add(chunk)
             counters.env_steps += stats.env_steps
             counters.episodes += len(stats.episode_returns)
-            session.stats.add_chunk(stats, self.learner.updates)
-            session.stats.add_inserted(inserted)
+            session.metrics.add_chunk(stats, self.learner.updates)
+            session.metrics.add_inserted(inserted)
             update_s += self._updates_while(self._can_update)
             done = self.learner.updates - updates_before
-            session.stats.add_updates(
-                dict(self.metrics),
+            session.metrics.add_updates(
+                dict(self.update_metrics),
                 done,
                 update_s,
                 time.perf_counter() - round_start,
                 sampled=done * self.config.learner.batch_size,
                 nonfinite=self.learner.nonfinite,
             )
-            self.metrics.clear()
+            self.update_metrics.clear()
             counters.updates = self.learner.updates
             if self.learner.updates - self.policy.version >= self.config.learner.sync_interval:
                 self._publish()
@@ -164,13 +164,13 @@ class LocalRuntime:
             save = functools.partial(
                 as_persistent(self.store).save, path, self.session.counters.env_steps
             )
-            replay_saved = self.session.storage.write("replay", f"the replay to {path}", save)
+            replay_saved = self.session.writer.write("replay", f"the replay to {path}", save)
         self.session.save_checkpoint(
             self.learner.state_dict(), self.learner.get_weights(), best=best, periodic=periodic
         )
         return replay_saved
 
-    # ---- the end (rayrl.run_policy.RunEnd) -------------------------------------------------
+    # ---- the end (rayrl.run_lifecycle.RunEnd) -------------------------------------------------
 
     def stop_sampling(self) -> None:
         """Nothing runs between rounds: sampling and learning stopped with the last one."""

@@ -234,7 +234,7 @@ RETURN_EXTRA = "discounted_return"
 
 
 class UnrollProcessor:
-    """Vector env steps -> one `Unrolls` of `num_steps` steps per env at each flush.
+    """Vector env steps -> one `Unrolls` of `steps_per_chunk` steps per env at each flush.
 
     Keeps every extra the policy reported for every step (it needs "logp", the behaviour
     log-probabilities) and the policy's state before each unroll's first step. The bootstrap
@@ -247,9 +247,9 @@ class UnrollProcessor:
     over whole games: a lost life that is terminal for learning does not restart it.
     """
 
-    def __init__(self, num_envs: int, num_steps: int, return_discount: float | None = None):
+    def __init__(self, num_envs: int, steps_per_chunk: int, return_discount: float | None = None):
         self.num_envs = num_envs
-        self.num_steps = num_steps
+        self.steps_per_chunk = steps_per_chunk
         self.return_discount = return_discount
         self._returns = np.zeros(num_envs, dtype=np.float64)
         self._steps: list[StepBatch] = []
@@ -268,8 +268,8 @@ class UnrollProcessor:
     def flush(self) -> Unrolls:
         steps, self._steps = self._steps, []
         versions, self._versions = self._versions, []
-        if len(steps) != self.num_steps:
-            raise RuntimeError(f"an unroll needs {self.num_steps} steps, got {len(steps)}")
+        if len(steps) != self.steps_per_chunk:
+            raise RuntimeError(f"an unroll needs {self.steps_per_chunk} steps, got {len(steps)}")
 
         def stack(values: list[np.ndarray]) -> np.ndarray:
             return np.stack(values, axis=1)  # (E, T, ...)

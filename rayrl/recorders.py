@@ -23,8 +23,8 @@ from tqdm import tqdm
 from rayrl.config import Config, config_to_dict
 from rayrl.errors import ConfigError, failure_of
 from rayrl.files import append_line
+from rayrl.run_writer import RunWriter
 from rayrl.rundir import RunDirectory, json_line
-from rayrl.storage import Storage
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class Recorder(Protocol):
 
 class JsonlRecorder:
     """One JSON object per row: `env_steps`, `time_s` and the metrics. Appends, so a resumed
-    run continues the same file; each line is written whole or not at all, through `storage`
+    run continues the same file; each line is written whole or not at all, through `writer`
     (retried, and counted when it fails).
 
     The file's order is a property a reader may rely on: `env_steps` strictly increases from
@@ -56,9 +56,9 @@ class JsonlRecorder:
     `RunDirectory.cut_back` has dropped the rows from that count on.
     """
 
-    def __init__(self, path: Path, storage: Storage, time_offset_s: float = 0.0) -> None:
+    def __init__(self, path: Path, writer: RunWriter, time_offset_s: float = 0.0) -> None:
         self.path = path
-        self.storage = storage
+        self.writer = writer
         self._start = time.perf_counter() - time_offset_s
         self._held: dict[str, float] | None = None
         """The row at the newest count, not yet written."""
@@ -75,7 +75,7 @@ class JsonlRecorder:
 
     def _write(self, row: Mapping[str, float]) -> None:
         append = functools.partial(append_line, self.path, json_line(dict(row)))
-        self.storage.write("metrics", f"a line of {self.path}", append)
+        self.writer.write("metrics", f"a line of {self.path}", append)
 
     def close(self, exit_code: int = 0) -> None:
         if self._held is not None:
@@ -249,14 +249,14 @@ class Recorders:
 def make_recorders(
     config: Config,
     run_dir: RunDirectory,
-    storage: Storage,
+    writer: RunWriter,
     initial_env_steps: int = 0,
     time_offset_s: float = 0.0,
     extra: Sequence[Recorder] = (),
 ) -> Recorders:
-    """The recorders the config asks for, JSONL always (written through `storage`), and
+    """The recorders the config asks for, JSONL always (written through `writer`), and
     `extra` ones (a sweep's trial reports to Ray Tune through one)."""
-    recorders: list[Recorder] = [JsonlRecorder(run_dir.metrics_path, storage, time_offset_s)]
+    recorders: list[Recorder] = [JsonlRecorder(run_dir.metrics_path, writer, time_offset_s)]
     recorders.extend(extra)
     if config.logging.console:
         recorders.append(ConsoleRecorder(config.run.total_env_steps, initial_env_steps))

@@ -2,7 +2,7 @@
 and logging schedules, evaluations and the best checkpoint, metrics and run statistics.
 
 The local runtime and the Ray driver differ only in how they get chunks, updates and
-evaluations; everything they decide from those lives here and in `rayrl.run_policy`, once.
+evaluations; everything they decide from those lives here and in `rayrl.run_lifecycle`, once.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from rayrl.core import EvalResult, ModelInfo, StoreStats
 from rayrl.errors import Failure, UserError
 from rayrl.recorders import Recorders
 from rayrl.replay.store import saved_replay_problem
+from rayrl.run_metrics import RunMetrics
+from rayrl.run_writer import RunWriter
 from rayrl.rundir import RunDirectory
-from rayrl.stats import RunStats
-from rayrl.storage import Storage
 
 logger = logging.getLogger(__name__)
 
@@ -70,21 +70,21 @@ class TrainingSession:
         counters: Counters,
         started_at: float,
         store: StoreKind,
-        storage: Storage | None = None,
+        writer: RunWriter | None = None,
         open_recorders: Callable[[], Recorders] | None = None,
     ) -> None:
-        """`storage` runs the writes into the run directory (the recorders' too);
+        """`writer` runs the writes into the run directory (the recorders' too);
         `open_recorders()`, when given, makes the recorders once the run begins (`begin`),
         in place of `recorders`: a run refused before it begins starts no W&B run and writes
         no TensorBoard files."""
         self.config = config
-        self.storage = storage if storage is not None else Storage(config.faults.max_storage_errors)
+        self.writer = writer if writer is not None else RunWriter(config.faults.max_write_errors)
         self.run_dir = run_dir
         self.recorders = recorders
         self._open_recorders = open_recorders
         self.counters = counters
         self.started_at = started_at
-        self.stats = RunStats(config.workers.num_workers, store, started_at)
+        self.metrics = RunMetrics(config.workers.num_workers, store, started_at)
         self._startup_recorded = False
         run = config.run
         self.next_eval = (counters.env_steps // run.eval_interval_env_steps + 1) * (
@@ -153,11 +153,11 @@ class TrainingSession:
         if not force and now < self._next_log:
             return
         self._next_log = now + self.config.logging.log_interval_s
-        metrics = self.stats.interval_metrics(store)
+        metrics = self.metrics.interval_metrics(store)
         metrics["learner/updates"] = float(self.counters.updates)  # the run's, across resumes
         metrics["run/wall_s"] = self.counters.elapsed_s + self.wall_s
-        metrics["run/storage_errors"] = float(self.storage.errors)
-        startup = self.stats.startup()
+        metrics["run/write_errors"] = float(self.writer.errors)
+        startup = self.metrics.startup()
         if startup and not self._startup_recorded:  # once, in the first row after it
             self._startup_recorded = True
             metrics.update({f"startup/{key}_s": value for key, value in startup.items()})
@@ -187,7 +187,7 @@ class TrainingSession:
         self.last_eval = result
         self.evaluated_env_steps = evaluated_env_steps
         self.counters.evaluations += 1
-        metrics = result.summary()
+        metrics = result.metrics()
         metrics["eval/policy_version"] = float(result.policy_version)
         self.recorders.record(
             {**metrics, "eval/env_steps": evaluated_env_steps}, self.counters.env_steps
@@ -195,7 +195,7 @@ class TrainingSession:
         if result.video is not None:
             path = self.run_dir.video_path(evaluated_env_steps)
             save = functools.partial(self.run_dir.save_video, result.video, path)
-            if self.storage.write("videos", f"the video {path.name}", save):
+            if self.writer.write("videos", f"the video {path.name}", save):
                 self.recorders.record_video(path, evaluated_env_steps)
         record = {
             "env_steps": evaluated_env_steps,
@@ -205,7 +205,7 @@ class TrainingSession:
         }
         self.evaluations.append(record)
         append = functools.partial(self.run_dir.append_eval, record)
-        self.storage.write("evaluations", "a line of eval.jsonl", append)
+        self.writer.write("evaluations", "a line of eval.jsonl", append)
         target = self.config.run.target_return
         if target is not None and result.mean >= target and self.target_reached_s is None:
             self.target_reached_s = self.wall_s
@@ -255,7 +255,7 @@ class TrainingSession:
     ) -> None:
         """Write latest.pt (and best.pt / a periodic step checkpoint when asked), unless the
         weights are not finite: the checkpoints saved before are kept, never replaced or
-        rotated away by broken ones. Writes go through `storage` (retried; a failed one
+        rotated away by broken ones. Writes go through `writer` (retried; a failed one
         leaves the file before it in place and rotates nothing away). `env_steps` is the
         count the learner's state was asked for at (default: now), which the replay saved
         beside it is stamped with."""
@@ -283,7 +283,7 @@ class TrainingSession:
         saved = [
             path
             for path in targets
-            if self.storage.write(
+            if self.writer.write(
                 "checkpoints",
                 f"the checkpoint {path.name}",
                 functools.partial(save_checkpoint, path, **payload),

@@ -22,15 +22,7 @@ from dataclasses import field
 from typing import Any, Literal
 
 from rayrl.errors import ConfigError, did_you_mean
-
-MOVED_KEYS: dict[str, str] = {
-    "replay": "algorithm.replay",
-    "workers.steps_per_chunk": "algorithm.steps_per_chunk",
-    "algorithm.num_learners": "learner.num_learners",
-    "algorithm.optimizer": "learner.optimizer",
-    "algorithm.rmsprop_alpha": "learner.rmsprop_alpha",
-}
-"""Keys that moved, and where to: an unknown key found here says so instead of guessing."""
+from rayrl.renamed_keys import Renamed, renamed
 
 
 def bounded(
@@ -83,12 +75,14 @@ def build(cls: type, data: Any, path: str) -> Any:
 def unknown_key(key: str, path: str, valid: Mapping[str, Any], value: Any = None) -> str:
     """The error for an unknown key: where it moved, or the close matches and the valid keys."""
     dotted = f"{path}.{key}" if path else key
-    for old, new in MOVED_KEYS.items():
-        if dotted == old or dotted.startswith(old + "."):
-            while isinstance(value, Mapping) and value:  # name the key the user wrote
-                first = next(iter(value))
-                dotted, value = f"{dotted}.{first}", value[first]
-            return f"unknown key '{dotted}': it moved to '{new}{dotted[len(old) :]}'"
+    entry = renamed(dotted)
+    if entry is not None:
+        while isinstance(value, Mapping) and value:  # name the key the user wrote
+            first = next(iter(value))
+            dotted, value = f"{dotted}.{first}", value[first]
+        below = dotted[len(entry.old) :]
+        moved = Renamed(entry.old + below, tuple(new + below for new in entry.new))
+        return f"unknown key '{dotted}': {moved.names_new()}"
     return (
         f"unknown key '{dotted}'{did_you_mean(key, valid)}; "
         f"valid keys in {path or 'the config'}: {', '.join(valid)}"

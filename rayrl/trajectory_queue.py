@@ -1,9 +1,9 @@
 """The on-policy store: a bounded FIFO of unrolls with stale-sample dropping.
 
-`num_storages` slots, each one unroll. A full queue refuses inserts (the Ray service makes
-the workers wait), so it never grows without bound; unrolls acted by weights more than
-`max_policy_lag` versions older than the learner's are dropped, and counted, instead of
-being learned from (Sample Factory's rule).
+`capacity` slots (`algorithm.queue_capacity`), each one unroll. A full queue refuses inserts (the
+Ray service makes the workers wait), so it never grows without bound; unrolls acted by weights more
+than `max_policy_lag` versions older than the learner's are dropped, and counted, instead of being
+learned from (Sample Factory's rule).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from rayrl.core import StoreStats, Unrolls
 
 
 class TrajectoryQueue:
-    def __init__(self, num_storages: int, max_policy_lag: int, items_per_chunk: int) -> None:
-        self.capacity = num_storages
+    def __init__(self, capacity: int, max_policy_lag: int, items_per_chunk: int) -> None:
+        self.capacity = capacity
         self.max_policy_lag = max_policy_lag
         self.items_per_chunk = items_per_chunk
         self._unrolls: deque[Unrolls] = deque()

@@ -1,7 +1,7 @@
 """Evaluation episode videos: one episode recorded with gymnasium's `RecordVideo`.
 
 The training and evaluation envs need not render (ale-py's vector env cannot), so the
-episode is played on the env family's rendering env (`EnvFamily.make_render_env`), which
+episode is played on the env suite's rendering env (`EnvSuite.make_render_env`), which
 gives the policy the observations it was trained on while the video records the raw,
 full-resolution frames.
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from rayrl.config import EnvConfig
 from rayrl.contract import Policy
-from rayrl.envs import family_of, resolve_env
+from rayrl.envs import resolve_env, suite_of
 from rayrl.errors import ConfigError
 
 
@@ -30,7 +30,7 @@ def check_video_support(config: EnvConfig) -> None:
     try:
         import moviepy  # noqa: F401
 
-        env = family_of(config.id).make_render_env(resolve_env(config))
+        env = suite_of(config.id).make_render_env(resolve_env(config))
         try:
             env.reset(seed=0)
             env.render()
@@ -59,7 +59,7 @@ def record_episode(config: EnvConfig, policy: Policy, seed: int) -> bytes:
                 disable_logger=True,
             )
 
-        env = family_of(config.id).make_render_env(resolve_env(config), wrap_raw=record)
+        env = suite_of(config.id).make_render_env(resolve_env(config), wrap_raw=record)
         try:
             obs, _ = env.reset(seed=seed)
             finished, starts = False, np.ones(1, dtype=bool)

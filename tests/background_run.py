@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 
 import rayrl
-from rayrl import run_policy
-from rayrl.run_policy import TrainResult
+from rayrl import run_lifecycle
+from rayrl.run_lifecycle import TrainResult
 
 
 class BackgroundRun:
@@ -63,11 +63,11 @@ class BackgroundRun:
         """Stop the run as Ctrl-C does (it ends with its final checkpoint) and wait for it;
         fail if it does not stop in time. (The flag is cleared either way, or every later run
         in this process would stop at once; such a run ends on its `run.time_budget_s`.)"""
-        run_policy._interrupted.set()
+        run_lifecycle._interrupted.set()
         try:
             self._thread.join(timeout=timeout_s)
         finally:
-            run_policy._interrupted.clear()
+            run_lifecycle._interrupted.clear()
         assert not self.running, f"the run did not stop within {timeout_s:g} s of the interrupt"
 
     @property

@@ -266,18 +266,19 @@ def unroll_state(batch: Unrolls, tensor: Callable[[np.ndarray], torch.Tensor]) -
 
 
 def forward_unrolls(
-    model: Callable[..., SequenceOutput],
+    wrapped_network: Callable[..., SequenceOutput],
     network: ActorCritic,
     batch: Unrolls,
     tensor: Callable[[np.ndarray], torch.Tensor],
 ) -> UnrollForward:
     """One forward pass over every observation of `batch` (from each unroll's stored state,
     starting afresh where an episode starts), and the values of the final observations of
-    its truncated steps, each from the state after its step. `model` is `network` or its
-    all-reduced wrapper, which the pass that needs gradients goes through."""
+    its truncated steps, each from the state after its step. `wrapped_network` is `network`
+    as wrapped for training (all-reduced, compiled), which the pass that needs gradients
+    goes through."""
     num_steps = batch.rewards.shape[1]
     starts = tensor(batch.episode_starts)
-    out = model(tensor(batch.obs), starts, unroll_state(batch, tensor))
+    out = wrapped_network(tensor(batch.obs), starts, unroll_state(batch, tensor))
     next_values = out.values[:, 1:].detach().clone()
     if len(batch.final_obs):
         index = tensor(batch.final_index)

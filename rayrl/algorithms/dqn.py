@@ -152,7 +152,7 @@ class DQNLearner(TorchLearner):
         super().__init__(settings, derive_seed(run.seed, "learner"))
         self.algo = algo
         self.online = self.acting_network = make_q_network(algo, spec).to(self.device)
-        self.model = self.all_reduced(self.online)
+        self.wrapped_network = self.all_reduced(self.online)
         self.target = make_q_network(algo, spec).to(self.device)
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
@@ -178,7 +178,7 @@ class DQNLearner(TorchLearner):
             targets = rewards + discounts * next_q
 
         # importance-weighted Huber loss on the taken actions
-        q = self.model(obs).gather(1, actions[:, None]).squeeze(1)
+        q = self.wrapped_network(obs).gather(1, actions[:, None]).squeeze(1)
         td_errors = targets - q
         losses = F.huber_loss(q, targets, reduction="none", delta=self.algo.huber_delta)
         loss = (weights * losses).mean()

@@ -68,8 +68,8 @@ class ImpalaLearner(TorchLearner):
         super().__init__(settings, derive_seed(run.seed, "learner"))
         self.algo = algo
         self.network = self.acting_network = make_actor_critic(algo, spec).to(self.device)
-        model = self.all_reduced(self.network)
-        self.model = torch.compile(model) if algo.compile else model
+        wrapped = self.all_reduced(self.network)
+        self.wrapped_network = torch.compile(wrapped) if algo.compile else wrapped
         self.optimizer = self.make_optimizer(self.network.parameters())
         self.scheduler = linear_decay(
             self.optimizer, planned_updates(algo, settings, run), algo.lr_decay
@@ -81,7 +81,7 @@ class ImpalaLearner(TorchLearner):
     def loss(self, batch: Unrolls) -> dict[str, torch.Tensor]:
         """The loss of a batch and its parts: "loss" is what is minimized."""
         algo = self.algo
-        out = forward_unrolls(self.model, self.network, batch, self.tensor)
+        out = forward_unrolls(self.wrapped_network, self.network, batch, self.tensor)
         distribution = self.network.distribution(out.head)
         target_logp = distribution.log_prob(self.tensor(batch.actions))
         entropy = distribution.entropy()

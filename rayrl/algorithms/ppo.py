@@ -57,8 +57,8 @@ class PPOConfig(OnPolicyConfig):
     """PPO with the clipped surrogate objective."""
 
     name: str = "ppo"
-    num_steps: int = bounded(128, ge=1)
-    """Unroll length: env steps per env in every unroll a worker returns."""
+    steps_per_chunk: int = bounded(128, ge=1)
+    """Vector-env steps per worker chunk, one unroll per env: the unroll length."""
     max_policy_lag: int = bounded(4, ge=0)
     """Unrolls acted by weights more than this many versions (updates) older than the
     learner's are dropped and counted instead of learned from."""
@@ -67,7 +67,7 @@ class PPOConfig(OnPolicyConfig):
     epochs: int = bounded(4, ge=1)
     """Passes over each batch."""
     num_minibatches: int = bounded(4, ge=1)
-    """Minibatches per pass; a batch holds learner.batch_size x num_steps samples."""
+    """Minibatches per pass; a batch holds learner.batch_size x steps_per_chunk samples."""
     clip_coef: float = bounded(0.2, gt=0.0)
     """The surrogate's clip range: ratios outside [1 - clip, 1 + clip] give no gradient."""
     clip_anneal: bool = False
@@ -96,12 +96,12 @@ class PPOConfig(OnPolicyConfig):
                 "recurrent network (algorithm.lstm_size) is trained on minibatches of whole "
                 "unrolls"
             )
-        samples = config.learner.batch_size * self.num_steps
+        samples = config.learner.batch_size * self.steps_per_chunk
         if samples % self.num_minibatches:
             raise ConfigError(
                 f"algorithm.num_minibatches={self.num_minibatches} does not divide the "
-                f"{samples} samples of a batch (learner.batch_size x algorithm.num_steps = "
-                f"{config.learner.batch_size} x {self.num_steps}) into equal minibatches"
+                f"{samples} samples of a batch (learner.batch_size x algorithm.steps_per_chunk = "
+                f"{config.learner.batch_size} x {self.steps_per_chunk}) into equal minibatches"
             )
 
 
@@ -224,7 +224,7 @@ class PPOLearner(TorchLearner):
         super().__init__(settings, seed)
         self.algo = algo
         self.network = self.acting_network = make_actor_critic(algo, spec).to(self.device)
-        self.model = self.all_reduced(self.network)
+        self.wrapped_network = self.all_reduced(self.network)
         self.optimizer = self.make_optimizer(self.network.parameters())
         self.total_updates = planned_updates(algo, settings, run)
         self.scheduler = linear_decay(self.optimizer, self.total_updates, algo.lr_decay)
@@ -280,7 +280,9 @@ class PPOLearner(TorchLearner):
                 state = None
                 if sequences.state is not None:
                     state = (sequences.state[0][minibatch], sequences.state[1][minibatch])
-                out = self.model(sequences.obs[minibatch], sequences.starts[minibatch], state)
+                out = self.wrapped_network(
+                    sequences.obs[minibatch], sequences.starts[minibatch], state
+                )
                 mb = {
                     name: column[minibatch].flatten(0, 1)
                     for name, column in sequences.columns.items()

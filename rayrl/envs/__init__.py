@@ -1,10 +1,10 @@
-"""Environments: a small registry of env families, and the adapter every env comes out of.
+"""Environments: a small registry of env suites, and the adapter every env comes out of.
 
-`FAMILIES` is tried in order and the first family that owns an id builds it: Atari
+`SUITES` is tried in order and the first suite that owns an id builds it: Atari
 (`ALE/...` ids, ale-py's C++ vector env), MinAtar (`MinAtar/...` ids), MuJoCo (gymnasium's
 MuJoCo ids, through the `mujoco` package) and plain gymnasium ids (anything else, with
 the partially observed tasks of `rayrl.envs.memory` registered among them). Adding
-a family is one module (see `rayrl.envs.spec.EnvFamily`) and one entry here. A family also
+a suite is one module (see `rayrl.envs.spec.EnvSuite`) and one entry here. A suite also
 gives the defaults of the env settings left None (the learning signal, sticky actions):
 `resolve_env`.
 
@@ -26,46 +26,46 @@ from rayrl.envs.atari import ATARI
 from rayrl.envs.minatar import MINATAR
 from rayrl.envs.mujoco import MUJOCO
 from rayrl.envs.plain import PLAIN
-from rayrl.envs.spec import EnvFamily, EnvSpec
+from rayrl.envs.spec import EnvSpec, EnvSuite
 from rayrl.errors import ConfigError
 
 __all__ = [
-    "FAMILIES",
-    "EnvFamily",
+    "SUITES",
     "EnvSpec",
+    "EnvSuite",
     "VectorEnvAdapter",
     "check_env",
     "check_normalization",
     "env_spec",
-    "family_of",
     "make_env",
     "resolve_env",
     "spec_of",
+    "suite_of",
 ]
 
 memory.register()
 
-FAMILIES: tuple[EnvFamily, ...] = (ATARI, MINATAR, MUJOCO, PLAIN)
-"""Env families, tried in order; the last one owns every id."""
+SUITES: tuple[EnvSuite, ...] = (ATARI, MINATAR, MUJOCO, PLAIN)
+"""Env suites, tried in order; the last one owns every id."""
 
 
-def family_of(env_id: str) -> EnvFamily:
-    """The family that builds `env_id`."""
-    return next(family for family in FAMILIES if family.owns(env_id))
+def suite_of(env_id: str) -> EnvSuite:
+    """The suite that builds `env_id`."""
+    return next(suite for suite in SUITES if suite.owns(env_id))
 
 
 def resolve_env(config: EnvConfig) -> EnvConfig:
-    """`config` with its family's defaults for the settings left None."""
-    defaults = family_of(config.id).defaults
+    """`config` with its suite's defaults for the settings left None."""
+    defaults = suite_of(config.id).defaults
     missing = {key: value for key, value in defaults.items() if getattr(config, key) is None}
     return replace(config, **missing) if missing else config
 
 
 def check_env(config: EnvConfig) -> None:
     """Raise a `ConfigError` naming the field if the env or the evaluation env cannot be made."""
-    family_of(config.id).check(config)
+    suite_of(config.id).check(config)
     if config.eval_id is not None:
-        family_of(config.eval_id).check(eval_env_config(config), key="env.eval_id")
+        suite_of(config.eval_id).check(eval_env_config(config), key="env.eval_id")
 
 
 def eval_env_config(config: EnvConfig) -> EnvConfig:
@@ -78,7 +78,7 @@ def make_env(
 ) -> VectorEnvAdapter:
     """A vector env of `num_envs` copies; `training` turns on the training-only signal."""
     config = resolve_env(config)
-    env = family_of(config.id).make_vector_env(config, num_envs, num_threads)
+    env = suite_of(config.id).make_vector_env(config, num_envs, num_threads)
     return VectorEnvAdapter(
         env,
         clip_rewards=training and config.clip_rewards is True,  # None was resolved above
@@ -109,7 +109,7 @@ def spec_of(env: VectorEnvAdapter, config: EnvConfig) -> EnvSpec:
     return EnvSpec(
         observation_space=observation_space,
         action_space=env.single_action_space,
-        frame_stack=family_of(config.id).frame_stack(config),
+        frame_stack=suite_of(config.id).frame_stack(config),
         observation_clip=normalize.clip if normalize.observations else None,
         reward_clip=normalize.clip if normalize.rewards else None,
     )

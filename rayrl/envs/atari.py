@@ -78,7 +78,7 @@ class Atari:
             frameskip=config.frame_skip,
             noop_max=config.noop_max,
             use_fire_reset=config.fire_reset,
-            # None only before `resolve_env`, which sets the family's 0.0
+            # None only before `resolve_env`, which sets the suite's 0.0
             repeat_action_probability=config.repeat_action_probability or 0.0,
             max_num_frames_per_episode=self._max_frames(config),
             episodic_life=False,

@@ -1,5 +1,5 @@
 """Partially observed tasks that need memory, registered with gymnasium under "rayrl/":
-the plain family builds them like any other gymnasium id.
+the plain suite builds them like any other gymnasium id.
 
 `rayrl/CartPoleNoVel-v1` is CartPole-v1 with the velocities hidden: the observation is the
 cart's position and the pole's angle only, so a policy must infer the velocities from what

@@ -9,7 +9,7 @@ core, so the policy's inference, not the env, is what costs.
 
 Sticky actions (`env.repeat_action_probability`) default to the MinAtar paper's 0.1. The
 games have no episode cap of their own except Freeway's (a perfect Breakout player never
-loses), so the family cuts episodes at `env.max_episode_steps`, by default `MAX_STEPS`.
+loses), so the suite cuts episodes at `env.max_episode_steps`, by default `MAX_STEPS`.
 """
 
 from __future__ import annotations

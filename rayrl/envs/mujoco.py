@@ -1,16 +1,16 @@
 """MuJoCo (gymnasium's `HalfCheetah-v5`, `Hopper-v5`, ... ids): continuous control through the
 `mujoco` package (`pip install 'rayrl[mujoco]'`).
 
-The envs are gymnasium's own, in a synchronous vector env as for plain ids; what the family
+The envs are gymnasium's own, in a synchronous vector env as for plain ids; what the suite
 adds is knowing its ids (those whose registered entry point is gymnasium's MuJoCo package),
 naming the extra when `mujoco` is missing, before anything starts, and headless rendering
 for videos: MuJoCo renders through OpenGL, which on a machine without a display needs
-EGL, so the family selects it (`MUJOCO_GL=egl`) unless the user chose a backend. MuJoCo's
+EGL, so the suite selects it (`MUJOCO_GL=egl`) unless the user chose a backend. MuJoCo's
 own warnings go to this module's logger, each message once per process, instead of a
 `MUJOCO_LOG.TXT` it would write into the working directory (gymnasium's HalfCheetah model
 raises a deprecation warning each time it is built; those are logged at debug level).
 Observation normalisation, which MuJoCo policies usually want, is `env.normalize`, a
-setting of every family with vector observations.
+setting of every suite with vector observations.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 An id may name the module that registers it, as gymnasium allows:
 "my_package.envs:MyEnv-v0". `env.kwargs` goes to the env's constructor through
-`gymnasium.make_vec`, beside the arguments the family sets itself (`SET_BY_RAYRL`): those
+`gymnasium.make_vec`, beside the arguments the suite sets itself (`SET_BY_RAYRL`): those
 are refused in `env.kwargs` before anything starts, naming the setting that owns each,
 rather than failing in gymnasium with a TypeError or being silently overridden.
 """
@@ -31,12 +31,12 @@ SET_BY_RAYRL: Mapping[str, str] = MappingProxyType(
         "max_episode_steps": "env.max_episode_steps",
     }
 )
-"""`gymnasium.make_vec`'s and `gymnasium.make`'s arguments that the family sets, and the
+"""`gymnasium.make_vec`'s and `gymnasium.make`'s arguments that the suite sets, and the
 setting that owns each."""
 
 
 def check_kwargs(kwargs: Mapping[str, object], set_by_rayrl: Mapping[str, str]) -> None:
-    """Raise a `ConfigError` naming every key of `env.kwargs` that the family sets itself."""
+    """Raise a `ConfigError` naming every key of `env.kwargs` that the suite sets itself."""
     taken = [f"{key!r} is set by {set_by_rayrl[key]}" for key in kwargs if key in set_by_rayrl]
     if taken:
         raise ConfigError(
@@ -60,7 +60,7 @@ def check_registered(key: str, env_id: str) -> None:
 
 
 class PlainGymnasium:
-    """The family every id belongs to that no other family claims."""
+    """The suite every id belongs to that no other suite claims."""
 
     name = "gymnasium"
     defaults = MappingProxyType(

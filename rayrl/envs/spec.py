@@ -1,11 +1,11 @@
-"""What an env family provides, and what the rest of rayrl knows about an env.
+"""What an env suite provides, and what the rest of rayrl knows about an env.
 
-An env family (plain gymnasium ids, Atari through ale-py, ...) is one module that turns an
+An env suite (plain gymnasium ids, Atari through ale-py, ...) is one module that turns an
 `EnvConfig` into the three things rayrl needs: the training vector env (in gymnasium's
 SAME_STEP autoreset mode, which `rayrl.envs.adapter` resolves), a single rendering env
 for evaluation videos that shows the policy the observations it trained on, and the spec.
 Its `make_*` methods take a resolved config (`rayrl.envs.resolve_env`: the settings left
-None filled from the family's `defaults`), as `rayrl.envs.make_env` and the videos pass it.
+None filled from the suite's `defaults`), as `rayrl.envs.make_env` and the videos pass it.
 """
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ def observation_bytes(spec: EnvSpec) -> int:
     return math.prod(space.shape or (1,)) * dtype.itemsize
 
 
-class EnvFamily(Protocol):
+class EnvSuite(Protocol):
     """A kind of environment id and how to build it. Used like::
 
-    family = family_of(config.id)
-    family.check(config)                                  # before anything starts
-    vector_env = family.make_vector_env(config, num_envs, num_threads)
-    video_env = family.make_render_env(config, wrap_raw=RecordVideo)
+    suite = suite_of(config.id)
+    suite.check(config)                                  # before anything starts
+    vector_env = suite.make_vector_env(config, num_envs, num_threads)
+    video_env = suite.make_render_env(config, wrap_raw=RecordVideo)
     """
 
     name: str
@@ -58,16 +58,16 @@ class EnvFamily(Protocol):
     @property
     def defaults(self) -> Mapping[str, Any]:
         """`EnvConfig` values for fields left None (`clip_rewards`, `terminal_on_life_loss`,
-        `repeat_action_probability`): the family's standard setting."""
+        `repeat_action_probability`): the suite's standard setting."""
         ...
 
     def owns(self, env_id: str) -> bool:
-        """Whether `env_id` belongs to this family."""
+        """Whether `env_id` belongs to this suite."""
         ...
 
     def check(self, config: EnvConfig, key: str = "env.id") -> None:
-        """Raise a `ConfigError` naming the field if `config` cannot make this family's env
-        (an unknown id, `env.kwargs` that the family sets itself); `key` is the field that
+        """Raise a `ConfigError` naming the field if `config` cannot make this suite's env
+        (an unknown id, `env.kwargs` that the suite sets itself); `key` is the field that
         named `config.id` (`env.eval_id` for the evaluation env)."""
         ...
 

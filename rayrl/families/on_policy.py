@@ -19,10 +19,11 @@ from rayrl.trajectory_queue import TrajectoryQueue
 class OnPolicyConfig(AlgorithmConfig):
     """Settings every on-policy algorithm has: the unroll length and the queue."""
 
-    num_steps: int = bounded(80, ge=1)
-    """Unroll length: env steps per env in every unroll a worker returns."""
-    num_storages: int = bounded(64, ge=1)
-    """Queue slots, one unroll each, between workers and learners; workers wait when full."""
+    steps_per_chunk: int = bounded(80, ge=1)
+    """Vector-env steps per worker chunk, which is one unroll per env: the unroll length
+    (IMPALA's unroll length, CleanRL's num_steps)."""
+    queue_capacity: int = bounded(64, ge=1)
+    """Unrolls the queue between workers and learners holds; workers wait when it is full."""
     max_policy_lag: int = bounded(50, ge=0)
     """Unrolls acted by weights more than this many versions (updates) older than the
     learner's are dropped and counted instead of learned from."""
@@ -42,9 +43,9 @@ class OnPolicyConfig(AlgorithmConfig):
         super().check(config)
         learner = config.learner
         needed = learner.num_learners * learner.batch_size * learner.batches_per_request
-        if self.num_storages < needed:
+        if self.queue_capacity < needed:
             raise ConfigError(
-                f"algorithm.num_storages={self.num_storages} cannot hold one request of every "
+                f"algorithm.queue_capacity={self.queue_capacity} cannot hold one request of every "
                 f"learner: it must be at least learner.num_learners x learner.batch_size x "
                 f"learner.batches_per_request = {needed}"
             )
@@ -52,9 +53,9 @@ class OnPolicyConfig(AlgorithmConfig):
 
 def planned_updates(algo: OnPolicyConfig, learner: LearnerConfig, run: RunConfig) -> int:
     """Updates the run's env-step budget pays for (each learner update consumes
-    `learner.batch_size` unrolls of `num_steps` steps, on each of the learners): the length
+    `learner.batch_size` unrolls of `steps_per_chunk` steps, on each of the learners): the length
     of linear schedules."""
-    steps_per_update = learner.batch_size * algo.num_steps * learner.num_learners
+    steps_per_update = learner.batch_size * algo.steps_per_chunk * learner.num_learners
     return max(1, run.total_env_steps // steps_per_update)
 
 
@@ -62,7 +63,7 @@ def planned_updates(algo: OnPolicyConfig, learner: LearnerConfig, run: RunConfig
 class QueueSettings:
     """What the unroll queue reads."""
 
-    num_storages: int
+    queue_capacity: int
     max_policy_lag: int
     items_per_chunk: int
 
@@ -71,24 +72,24 @@ class OnPolicy:
     store = StoreKind(namespace="queue", items="unrolls", drops_stale=True)
 
     def chunk_steps(self, algo: OnPolicyConfig) -> int:
-        return algo.num_steps
+        return algo.steps_per_chunk
 
     def make_processor(self, algo: OnPolicyConfig, spec: EnvSpec, num_envs: int) -> UnrollProcessor:
         return_discount = None if spec.reward_clip is None else algo.gamma
-        return UnrollProcessor(num_envs, algo.num_steps, return_discount)
+        return UnrollProcessor(num_envs, algo.steps_per_chunk, return_discount)
 
     def store_settings(self, config: Config, spec: EnvSpec) -> QueueSettings:
         algo = config.algorithm
         assert isinstance(algo, OnPolicyConfig)
         return QueueSettings(
-            num_storages=algo.num_storages,
+            queue_capacity=algo.queue_capacity,
             max_policy_lag=algo.max_policy_lag,
             items_per_chunk=config.workers.envs_per_worker,
         )
 
     def make_store(self, settings: QueueSettings) -> TrajectoryQueue:
         return TrajectoryQueue(
-            settings.num_storages, settings.max_policy_lag, settings.items_per_chunk
+            settings.queue_capacity, settings.max_policy_lag, settings.items_per_chunk
         )
 
     def persists(self, algo: OnPolicyConfig) -> bool:
@@ -98,11 +99,11 @@ class OnPolicy:
         return 1.0
 
     def store_memory(self, config: Config, spec: EnvSpec) -> int:
-        """`algorithm.num_storages` unrolls of `num_steps` + 1 observations (the actions,
+        """`algorithm.queue_capacity` unrolls of `steps_per_chunk` + 1 observations (the actions,
         rewards and behaviour outputs beside them are small against the observations)."""
         algo = config.algorithm
         assert isinstance(algo, OnPolicyConfig)
-        return algo.num_storages * (algo.num_steps + 1) * (observation_bytes(spec) + 64)
+        return algo.queue_capacity * (algo.steps_per_chunk + 1) * (observation_bytes(spec) + 64)
 
 
 ON_POLICY = OnPolicy()

@@ -5,7 +5,7 @@ It holds no experience and no tensors. Each round it lets every supervisor submi
 (chunks, updates), asks for an evaluation or a checkpoint when the session says one is due,
 and dispatches whatever calls finished; the supervisors own their actors' lives, restart
 policies and timeouts. New weights flow learner -> driver (a reference it owns) -> every
-worker. How the run stops and ends is `rayrl.run_policy`'s; this module supplies the Ray
+worker. How the run stops and ends is `rayrl.run_lifecycle`'s; this module supplies the Ray
 side of it (`RunEnd`).
 """
 
@@ -31,7 +31,7 @@ from rayrl.ray.learner_service import LearnerStart
 from rayrl.ray.learners import LearnerSupervisor
 from rayrl.ray.store import StoreSupervisor
 from rayrl.ray.workers import WorkerSupervisor
-from rayrl.run_policy import TrainResult, finish_run, run_until_stopped
+from rayrl.run_lifecycle import TrainResult, finish_run, run_until_stopped
 from rayrl.session import TrainingSession
 
 logger = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class RayDriver:
         self.dispatcher = dispatcher if dispatcher is not None else Dispatcher()
         family = ALGORITHMS[config.algorithm.name].family
         self.persist = family.persists(config.algorithm)
-        stats, counters = session.stats, session.counters
+        stats, counters = session.metrics, session.counters
         self.deaths = deaths = Deaths()
         faults = config.faults
         self.store = StoreSupervisor(
@@ -79,8 +79,8 @@ class RayDriver:
             stats,
             self._saved_buffer,
             faults,
-            on_save_failed=session.storage.failed,
-            on_saved=session.storage.succeeded,
+            on_save_failed=session.writer.failed,
+            on_saved=session.writer.succeeded,
         )
         self.workers = WorkerSupervisor(
             factory,
@@ -174,7 +174,7 @@ class RayDriver:
         self.workers.request_chunks()
         self.learners.request_updates()
         session = self.session
-        if not self.evaluator.started and session.stats.started_up:
+        if not self.evaluator.started and session.metrics.started_up:
             self.evaluator.start()
         if self.latest_info is not None:  # the learner has published its first weights
             if session.eval_due() and self.evaluator.available and not self.evaluator.pending:
@@ -248,7 +248,7 @@ class RayDriver:
 
         self.dispatcher.submit(state_ref, save, failed, self.learners.life)
 
-    # ---- the end (rayrl.run_policy.RunEnd) ---------------------------------------------------
+    # ---- the end (rayrl.run_lifecycle.RunEnd) ---------------------------------------------------
 
     def stop_sampling(self) -> None:
         """No more chunks or updates; the learner finishes the calls it has."""

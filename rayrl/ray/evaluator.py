@@ -25,8 +25,8 @@ from rayrl.core import EvalResult
 from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
 from rayrl.ray.factory import ActorFactory
-from rayrl.ray.restarts import RestartPolicy, constructor_error, one_line
-from rayrl.stats import RunStats
+from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
+from rayrl.run_metrics import RunMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class EvaluatorSupervisor:
         factory: ActorFactory,
         dispatcher: Dispatcher,
         deaths: Deaths,
-        stats: RunStats,
+        metrics: RunMetrics,
         timeout_s: float,
         faults: FaultsConfig,
         clock: Callable[[], float] = time.monotonic,
@@ -45,11 +45,11 @@ class EvaluatorSupervisor:
         self.factory = factory
         self.dispatcher = dispatcher
         self.deaths = deaths
-        self.stats = stats
+        self.metrics = metrics
         self.timeout_s = timeout_s
         self.start_timeout_s = faults.start_timeout_s
         self.clock = clock
-        self.restarts = RestartPolicy.of("the evaluator", faults.evaluator_restarts, faults, clock)
+        self.restarts = RestartBudget.of("the evaluator", faults.evaluator_restarts, faults, clock)
         self.handle: Any = None
         """The running actor; None while its replacement waits."""
         self.restart_at: float | None = None
@@ -159,7 +159,7 @@ class EvaluatorSupervisor:
         self._running = None
         self.life.end()
         self.life = Life()
-        self.stats.count("eval/failures")
+        self.metrics.count("eval/failures")
         delay = self.restarts.next_delay(cause, "faults.evaluator_restarts")
         self.restart_at = self.clock() + delay
         if not delay:

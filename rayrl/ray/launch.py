@@ -440,7 +440,7 @@ def check_store_memory(config: Config, spec: EnvSpec) -> None:
     key = (
         "algorithm.replay.capacity"
         if family.store.namespace == "replay"
-        else ("algorithm.num_storages")
+        else ("algorithm.queue_capacity")
     )
     alive = [node for node in ray.nodes() if node["Alive"]]
     if family.persists(config.algorithm):

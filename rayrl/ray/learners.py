@@ -24,9 +24,9 @@ and no experience arrives then either. So each learner is probed (`rayrl.ray.pro
 `pulse` runs in a concurrency group of its own and answers, beside a `train` call in
 progress, what its training thread does. The group is hung when
 
-- a learner leaves its probe unanswered for `faults.call_timeout_s`: its process is stopped
+- a learner leaves its probe unanswered for `faults.probe_timeout_s`: its process is stopped
   or frozen (SIGSTOP, a machine out of memory, a deadlock that holds the GIL); or
-- no learner waits for the store and one has worked for `faults.call_timeout_s` without
+- no learner waits for the store and one has worked for `faults.stall_timeout_s` without
   progress: an update stuck in a CUDA kernel or an all-reduce that never returns (a probe
   thread still answers then). A learner waiting for the store is never hung, and neither
   are its peers, which wait for it in their all-reduce: the store may be saving, or itself
@@ -53,10 +53,10 @@ from rayrl.ray.factory import (
 )
 from rayrl.ray.learner_service import LearnerPulse, LearnerReport, LearnerStart
 from rayrl.ray.probe import Probe
-from rayrl.ray.restarts import RestartPolicy, constructor_error, one_line
+from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
 from rayrl.ray.store import StoreSupervisor
+from rayrl.run_metrics import RunMetrics
 from rayrl.session import Counters
-from rayrl.stats import RunStats
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class LearnerSupervisor:
         store: StoreSupervisor,
         faults: FaultsConfig,
         counters: Counters,
-        stats: RunStats,
+        metrics: RunMetrics,
         *,
         sync_interval: int,
         restore_point: Callable[[], tuple[LearnerStart, str]],
@@ -90,7 +90,7 @@ class LearnerSupervisor:
         self.deaths = deaths
         self.store = store
         self.counters = counters
-        self.stats = stats
+        self.metrics = metrics
         self.sync_interval = sync_interval
         self.restore_point = restore_point
         self.publish = publish
@@ -98,7 +98,7 @@ class LearnerSupervisor:
         self.clock = clock
         self.placed = placed
         self.faults = faults
-        self.restarts = RestartPolicy.of("the learner", faults.learner_restarts, faults, clock)
+        self.restarts = RestartBudget.of("the learner", faults.learner_restarts, faults, clock)
         self.handles: list[Any] = []
         """The running learners (none while a restore waits)."""
         self.started = False
@@ -179,7 +179,7 @@ class LearnerSupervisor:
             self.calls -= 1
             if report.updates:
                 self.counters.updates = report.total_updates
-                self.stats.add_updates(
+                self.metrics.add_updates(
                     report.metrics,
                     report.updates,
                     report.update_s,
@@ -219,7 +219,7 @@ class LearnerSupervisor:
         if self.stopped:
             return
         delay = self.restarts.next_delay(cause, "faults.learner_restarts")
-        self.stats.count("learner/restarts")
+        self.metrics.count("learner/restarts")
         self.restore_at = self.clock() + delay
         if delay:
             logger.warning("the learner is restored in %.0f s (backoff)", delay)
@@ -262,12 +262,8 @@ class LearnerSupervisor:
         self._probe()
         hang = self._hang()
         if hang is not None:
-            logger.warning(
-                "%s (faults.call_timeout_s=%g): the learner is hung; restoring it",
-                hang,
-                self.faults.call_timeout_s,
-            )
-            self.stats.count("learner/hangs")
+            logger.warning("%s: the learner is hung; restoring it", hang)
+            self.metrics.count("learner/hangs")
             self._restore(f"it hung: {hang}")
 
     def _probe(self) -> None:
@@ -284,16 +280,22 @@ class LearnerSupervisor:
 
     def _hang(self) -> str | None:
         """Why the group is hung (see the module's docstring), or None."""
-        timeout = self.faults.call_timeout_s
+        faults = self.faults
         silent = max(probe.silent_s() for probe in self.probes)
-        if silent > timeout:
-            return f"a learner did not answer its probe for {silent:.0f} s"
+        if silent > faults.probe_timeout_s:
+            return (
+                f"a learner did not answer its probe for {silent:.0f} s "
+                f"(faults.probe_timeout_s={faults.probe_timeout_s:g})"
+            )
         pulses = [pulse for pulse in self.pulses if pulse is not None]
         if any(pulse.waiting_for_store for pulse in pulses):
             return None  # it waits on the store (and its peers on it): not hung
         stalled = max((pulse.stalled_s for pulse in pulses), default=0.0)
-        if stalled > timeout:
-            return f"a learner has worked for {stalled:.0f} s without progress"
+        if stalled > faults.stall_timeout_s:
+            return (
+                f"a learner has worked for {stalled:.0f} s without progress "
+                f"(faults.stall_timeout_s={faults.stall_timeout_s:g})"
+            )
         return None
 
     def _say_if_waiting(self, now: float) -> None:

@@ -5,7 +5,7 @@ A call that does real work (a learner's `train`, a store's `stats`) may wait for
 time on something else (a batch from the store, the store's lock held by a save), so its
 silence says nothing about the actor that runs it. A probe is a call that waits on nothing
 (the actor answers it from a concurrency group of its own, or without any lock): an actor
-that leaves it unanswered for `faults.call_timeout_s` is hung, whatever its other calls
+that leaves it unanswered for `faults.probe_timeout_s` is hung, whatever its other calls
 wait for.
 """
 
@@ -19,7 +19,7 @@ from rayrl.ray.dispatcher import Dispatcher, Life
 
 PROBE_INTERVAL_S = 2.0
 """How long after an answer the next probe goes out: a hang is noticed at most this much
-later than `faults.call_timeout_s` after it began, for one small call per actor this often."""
+later than `faults.probe_timeout_s` after it began, for one small call per actor this often."""
 
 
 class Probe:

@@ -4,7 +4,7 @@ which failures are not worth a restart at all.
 Ray's own `max_restarts` re-runs a dead actor's constructor with the same arguments, at
 once and with no window; rayrl's supervisors restart actors themselves (a learner from the
 newest checkpoint, a store refilled from the saved buffer, a worker with the newest
-weights), so the limit, the window and the backoff live here, one `RestartPolicy` per actor
+weights), so the limit, the window and the backoff live here, one `RestartBudget` per actor
 (or worker slot).
 """
 
@@ -20,7 +20,7 @@ from rayrl.config import FaultsConfig
 from rayrl.errors import RunFailedError
 
 
-class RestartPolicy:
+class RestartBudget:
     """At most `limit` restarts within `window_s` seconds. The first restart in the window
     is immediate; each later one waits `backoff_s`, doubled every time, up to
     `max_backoff_s`."""
@@ -49,7 +49,7 @@ class RestartPolicy:
         limit: int,
         faults: FaultsConfig,
         clock: Callable[[], float] = time.monotonic,
-    ) -> RestartPolicy:
+    ) -> RestartBudget:
         """`limit` restarts of `what` within the run's window, with the run's backoff
         (`faults`)."""
         return cls(

@@ -10,7 +10,7 @@ from rayrl.envs import env_spec
 from rayrl.ray.driver import RayDriver
 from rayrl.ray.factory import ActorFactory
 from rayrl.ray.launch import check_cluster, connect, disconnect
-from rayrl.run_policy import TrainResult
+from rayrl.run_lifecycle import TrainResult
 from rayrl.session import TrainingSession
 
 
@@ -22,10 +22,10 @@ def train_ray(
     address: str | None = None,
     dashboard: bool = False,
 ) -> TrainResult:
-    """Train with Ray actors until a stop condition (`rayrl.run_policy`)."""
-    session.stats.phase_done("setup")
+    """Train with Ray actors until a stop condition (`rayrl.run_lifecycle`)."""
+    session.metrics.phase_done("setup")
     connected_here = connect(config, address, dashboard)
-    session.stats.phase_done("ray")
+    session.metrics.phase_done("ray")
     try:
         spec = env_spec(config.env)
         learner_gpus = check_cluster(config, spec)

@@ -1,7 +1,7 @@
 """The experience store's supervisor: the replay (or unroll queue) actor's life.
 
 It creates the actor (refilled from the buffer saved with the last checkpoint, when there
-is one), keeps its figures fresh for the metrics, re-creates it when it dies, does not
+is one), keeps its stats fresh for the metrics, re-creates it when it dies, does not
 start or hangs, under its restart policy (`faults.store_restarts` within the window, with
 backoff), logging what was lost and telling the learners where the new one is, and stops
 it at the end of a run, which releases every caller waiting on it. An error in its
@@ -10,10 +10,10 @@ restart.
 
 Hangs. Every call that does work waits for the store's lock, which a save of a large
 replay holds for long, so the actor is probed (`rayrl.ray.probe`) with `ping`, which takes
-no lock. It is hung when it leaves the probe unanswered for `faults.call_timeout_s` (its
+no lock. It is hung when it leaves the probe unanswered for `faults.probe_timeout_s` (its
 process is stopped or frozen; during a save too, whose end would never come), or when a
-figures call waits that long for the lock while no save holds it (a call hangs holding
-it). Its start, which may refill a large buffer, counts against `faults.start_timeout_s`
+stats call waits `faults.stall_timeout_s` for the lock while no save holds it (a call hangs
+holding it). Its start, which may refill a large buffer, counts against `faults.start_timeout_s`
 instead: the call timeout runs only once it has started. The learners waiting on a hung
 store are not hung themselves (`rayrl.ray.learners`): replacing the store releases them.
 """
@@ -34,8 +34,8 @@ from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
 from rayrl.ray.factory import ActorFactory
 from rayrl.ray.probe import Probe
-from rayrl.ray.restarts import RestartPolicy, constructor_error, one_line
-from rayrl.stats import RunStats
+from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
+from rayrl.run_metrics import RunMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class StoreSupervisor:
         dispatcher: Dispatcher,
         deaths: Deaths,
         kind: StoreKind,
-        stats: RunStats,
+        metrics: RunMetrics,
         restore_from: Callable[[], Path | None],
         faults: FaultsConfig,
         on_save_failed: Callable[[str, str, BaseException], None],
@@ -55,19 +55,19 @@ class StoreSupervisor:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`restore_from()` names the saved buffer to refill a new actor from, or None;
-        `on_save_failed(kind, what, error)` hears of a save that failed (a storage error),
+        `on_save_failed(kind, what, error)` hears of a save that failed (a write error),
         `on_saved(kind)` of one that succeeded."""
         self.factory = factory
         self.dispatcher = dispatcher
         self.deaths = deaths
         self.kind = kind
-        self.stats = stats
+        self.metrics = metrics
         self.restore_from = restore_from
         self.faults = faults
         self.on_save_failed = on_save_failed
         self.on_saved = on_saved
         self.clock = clock
-        self.restarts = RestartPolicy.of(
+        self.restarts = RestartBudget.of(
             f"the {kind.namespace} actor", faults.store_restarts, faults, clock
         )
         self.handle: Any = None
@@ -78,7 +78,7 @@ class StoreSupervisor:
         self.incarnation = 0
         """Numbers the actor's name; `life` guards its calls."""
         self.latest: StoreStats | None = None
-        """The figures of the last stats call (None until one returns)."""
+        """The stats of the last stats call (None until one returns)."""
         self.on_replaced: list[Callable[[Any], None]] = []
         """Called with the new actor after a replacement (the learners sample from it)."""
         self._stats_life: Life | None = None
@@ -146,8 +146,8 @@ class StoreSupervisor:
             lost,
             items,
         )
-        self.stats.count(f"{self.kind.namespace}/restarts")
-        self.stats.count(f"{self.kind.namespace}/lost_{items}", lost)
+        self.metrics.count(f"{self.kind.namespace}/restarts")
+        self.metrics.count(f"{self.kind.namespace}/lost_{items}", lost)
         self.latest = None
         delay = self.restarts.next_delay(cause, "faults.store_restarts")
         self.restart_at = self.clock() + delay
@@ -185,20 +185,26 @@ class StoreSupervisor:
         self.probe.ask(ping, lambda _: None, self._on_probe_error, self.life)
         hang = self._hang(now, self.ready_at)
         if hang is not None:
-            self.stats.count(f"{self.kind.namespace}/hangs")
-            self._replace(f"{hang} (faults.call_timeout_s={self.faults.call_timeout_s:g}): hung")
+            self.metrics.count(f"{self.kind.namespace}/hangs")
+            self._replace(f"{hang}: hung")
 
     def _hang(self, now: float, ready_at: float) -> str | None:
         """Why the running actor, started at `ready_at`, is hung, or None."""
-        timeout = self.faults.call_timeout_s
+        faults = self.faults
         silent = self.probe.silent_s()
-        if silent > timeout:
-            return f"did not answer its probe for {silent:.0f} s"
+        if silent > faults.probe_timeout_s:
+            return (
+                f"did not answer its probe for {silent:.0f} s "
+                f"(faults.probe_timeout_s={faults.probe_timeout_s:g})"
+            )
         asking = self._stats_life is not None and self._stats_life.alive
-        if asking and not self.saving:  # a save holds the lock its figures wait for
+        if asking and not self.saving:  # a save holds the lock its stats call waits for
             waited = now - max(self._stats_asked_at, ready_at, self._saved_at)
-            if waited > timeout:
-                return f"did not answer a figures call for {waited:.0f} s with no save under way"
+            if waited > faults.stall_timeout_s:
+                return (
+                    f"did not answer a stats call for {waited:.0f} s with no save under way "
+                    f"(faults.stall_timeout_s={faults.stall_timeout_s:g})"
+                )
         return None
 
     def _on_probe_error(self, error: BaseException) -> None:
@@ -206,7 +212,7 @@ class StoreSupervisor:
             self._replace(f"failed its probe: {one_line(error)}")
 
     def refresh_stats(self) -> None:
-        """Ask for fresh figures, unless a request is still out."""
+        """Ask for fresh stats, unless a request is still out."""
         if self.handle is None or (self._stats_life is not None and self._stats_life.alive):
             return
         self._stats_asked_at = self.clock()
@@ -222,11 +228,11 @@ class StoreSupervisor:
     def _on_stats_error(self, error: BaseException) -> None:
         self._stats_life = None
         if not self.deaths.handle(error):
-            logger.warning("the %s actor's figures failed: %s", self.kind.namespace, error)
+            logger.warning("the %s actor's stats call failed: %s", self.kind.namespace, error)
 
     def save(self, path: Path, env_steps: int, done: Callable[[bool], None] | None = None) -> None:
         """Write the store beside the checkpoint at `env_steps`, stamped with that count
-        (only the end of a run waits for it, on `saving`; a failure is a storage error,
+        (only the end of a run waits for it, on `saving`; a failure is a write error,
         reported to `on_save_failed`, a success to `on_saved`); `done(saved)` hears how
         this save ended."""
         if self.handle is None:

@@ -40,10 +40,10 @@ from rayrl.core import ChunkStats
 from rayrl.errors import RunFailedError
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
 from rayrl.ray.factory import CAPACITY_NOTICE_S, ActorFactory, is_placed
-from rayrl.ray.restarts import RestartPolicy, constructor_error, one_line
+from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
 from rayrl.ray.store import StoreSupervisor
+from rayrl.run_metrics import RunMetrics
 from rayrl.session import Counters
-from rayrl.stats import RunStats
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 class WorkerSlot:
     index: int
     handle: Any
-    restarts: RestartPolicy
+    restarts: RestartBudget
     life: Life = field(default_factory=Life)
     incarnation: int = 0
     """Numbers the actor's name (`worker-<index>.<incarnation>`); `life` guards its calls."""
@@ -83,7 +83,7 @@ class WorkerSupervisor:
         settings: WorkersConfig,
         faults: FaultsConfig,
         counters: Counters,
-        stats: RunStats,
+        metrics: RunMetrics,
         *,
         chunk_env_steps: int,
         total_env_steps: int,
@@ -99,7 +99,7 @@ class WorkerSupervisor:
         self.settings = settings
         self.faults = faults
         self.counters = counters
-        self.stats = stats
+        self.metrics = metrics
         self.chunk_env_steps = chunk_env_steps
         self.total_env_steps = total_env_steps
         self.clock = clock
@@ -116,7 +116,7 @@ class WorkerSupervisor:
         """Create every worker at once: their processes start in parallel."""
         faults = self.faults
         for index in range(self.settings.num_workers):
-            restarts = RestartPolicy.of(
+            restarts = RestartBudget.of(
                 f"worker {index}", faults.worker_restarts, faults, self.clock
             )
             handle = self.factory.worker(index, 0)
@@ -186,10 +186,10 @@ class WorkerSupervisor:
             return  # so that the final checkpoint, its replay and the metrics agree on it
         self.counters.env_steps += stats.env_steps
         self.counters.episodes += len(stats.episode_returns)
-        self.stats.add_chunk(stats, max(self.latest_version, 0))
+        self.metrics.add_chunk(stats, max(self.latest_version, 0))
 
     def _on_chunk_added(self, slot: WorkerSlot, life: Life, inserted: int) -> None:
-        self.stats.add_inserted(inserted)
+        self.metrics.add_inserted(inserted)
         if life.alive:
             slot.in_flight -= 1
 
@@ -220,7 +220,7 @@ class WorkerSupervisor:
     def _on_ready(self, slot: WorkerSlot) -> None:
         """A worker's process has started: it is asked for chunks at once, not a loop round
         later."""
-        self.stats.phase_done("actors")
+        self.metrics.phase_done("actors")
         slot.ready = True
         slot.last_progress = self.clock()
         if slot.waiting_for_capacity:
@@ -253,7 +253,7 @@ class WorkerSupervisor:
         if in_constructor is not None:
             raise RunFailedError(f"worker {slot.index} could not start: {in_constructor}")
         delay = slot.restarts.next_delay(cause, "faults.worker_restarts")
-        self.stats.add_worker_restart(slot.index)
+        self.metrics.add_worker_restart(slot.index)
         slot.restart_at = self.clock() + delay
         if delay:
             logger.warning("worker %d restarts in %.0f s (backoff)", slot.index, delay)
@@ -298,7 +298,7 @@ class WorkerSupervisor:
                     slot.index,
                     now - slot.last_progress,
                 )
-                self.stats.count("worker/hangs")
+                self.metrics.count("worker/hangs")
                 self._replace(slot, "it hung (workers.sample_timeout_s)")
         self._check_capacity(now)
 

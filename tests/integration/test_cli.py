@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from rayrl.cli import main
 from rayrl.rundir import RunDirectory
-from tests.old_layout import rayrl_0_1_layout
+from tests.old_layout import older_layout
 
 
 @pytest.fixture
@@ -189,9 +189,9 @@ def test_a_run_saved_by_rayrl_0_1_evaluates_and_resumes(runner, finished_run):
     for path in (finished_run.latest_checkpoint, finished_run.best_checkpoint):
         payload = torch.load(path, weights_only=True)
         payload["format_version"] = 1
-        payload["config"] = rayrl_0_1_layout(payload["config"])
+        payload["config"] = older_layout(payload["config"])
         torch.save(payload, path)
-    old_config = rayrl_0_1_layout(yaml.safe_load(finished_run.config_path.read_text()))
+    old_config = older_layout(yaml.safe_load(finished_run.config_path.read_text()))
     finished_run.config_path.write_text(yaml.safe_dump(old_config))
 
     result = run_cli(runner, "evaluate", str(finished_run.root), "--episodes", "2")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rayrl.config import EnvConfig
-from rayrl.envs import check_env, env_spec, family_of, make_env, resolve_env
+from rayrl.envs import check_env, env_spec, make_env, resolve_env, suite_of
 from rayrl.errors import ConfigError
 from rayrl.processing import NStepProcessor
 
@@ -117,10 +117,10 @@ def test_frame_tracker_matches_real_atari_stacks():
     assert len(chunk.frames) < 1.2 * len(chunk)
 
 
-def test_ids_go_to_their_family():
-    assert family_of("ALE/Pong-v5").name == "atari"
-    assert family_of("CartPole-v1").name == "gymnasium"
-    assert family_of("tests.fake_envs:HangingCartPole-v0").name == "gymnasium"
+def test_ids_go_to_their_suite():
+    assert suite_of("ALE/Pong-v5").name == "atari"
+    assert suite_of("CartPole-v1").name == "gymnasium"
+    assert suite_of("tests.fake_envs:HangingCartPole-v0").name == "gymnasium"
 
 
 def test_an_unknown_evaluation_env_names_its_field():
@@ -129,7 +129,7 @@ def test_an_unknown_evaluation_env_names_its_field():
 
 
 def test_the_atari_rendering_env_shows_the_policy_its_training_observations():
-    env = family_of(PONG.id).make_render_env(resolve_env(PONG))
+    env = suite_of(PONG.id).make_render_env(resolve_env(PONG))
     obs, _ = env.reset(seed=0)
     assert obs.shape == env_spec(PONG).observation_space.shape == (4, 84, 84)
     assert env.render().shape == (210, 160, 3)  # the video gets the full frames
@@ -139,7 +139,7 @@ def test_the_atari_rendering_env_shows_the_policy_its_training_observations():
 BREAKOUT = EnvConfig(id="MinAtar/Breakout-v1")
 
 
-def test_minatar_spec_and_family_defaults():
+def test_minatar_spec_and_suite_defaults():
     spec = env_spec(BREAKOUT)
     assert spec.observation_space.shape == (10, 10, 4)
     assert spec.observation_space.dtype == np.bool_
@@ -172,7 +172,7 @@ def test_minatar_episodes_end_with_their_true_final_observation_and_the_cap():
 
 
 def test_minatar_videos_are_made_of_byte_frames_large_enough_to_see():
-    env = family_of(BREAKOUT.id).make_render_env(resolve_env(BREAKOUT))
+    env = suite_of(BREAKOUT.id).make_render_env(resolve_env(BREAKOUT))
     obs, _ = env.reset(seed=0)
     assert obs.shape == (10, 10, 4)
     frame = env.render()
@@ -191,9 +191,9 @@ def test_minatar_without_its_package_is_a_clear_error(monkeypatch):
 HOPPER = EnvConfig(id="Hopper-v5")
 
 
-def test_mujoco_ids_go_to_their_family_and_step_with_their_true_final_observation():
-    assert family_of("HalfCheetah-v5").name == "mujoco"
-    assert family_of("Hopper-v4").name == "mujoco"
+def test_mujoco_ids_go_to_their_suite_and_step_with_their_true_final_observation():
+    assert suite_of("HalfCheetah-v5").name == "mujoco"
+    assert suite_of("Hopper-v4").name == "mujoco"
     spec = env_spec(HOPPER)
     assert spec.observation_space.shape == (11,)
     assert spec.observation_space.dtype == np.float32  # served as float32, not float64

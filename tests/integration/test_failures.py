@@ -20,7 +20,7 @@ import rayrl
 from rayrl.checkpoint import load_checkpoint, policy_of, save_checkpoint
 from rayrl.cli import main
 from rayrl.ray import workers
-from rayrl.run_policy import StopReason
+from rayrl.run_lifecycle import StopReason
 from rayrl.rundir import RunDirectory
 from tests.background_run import BackgroundRun
 from tests.run_files import env_steps_logged
@@ -279,7 +279,7 @@ def test_a_run_whose_checkpoints_no_longer_fit_stops_naming_the_file_and_why(tmp
     for internals in ("enforce fail", "unexpected pos", "Traceback"):
         assert internals not in output + errors
     rows = [strict_json(line) for line in run.metrics_path.read_text().splitlines()]
-    assert rows[-1]["run/storage_errors"] >= 3
+    assert rows[-1]["run/write_errors"] >= 3
     saved = [run.latest_checkpoint, run.best_checkpoint, *run.periodic_checkpoints()]
     for path in saved:
         assert path.stat().st_size > limit  # all written before the limit

@@ -18,11 +18,11 @@ import pytest
 import ray
 
 from rayrl.files import read_jsonl
-from rayrl.run_policy import StopReason
+from rayrl.run_lifecycle import StopReason
 from tests.background_run import BackgroundRun
 from tests.run_files import env_steps_logged
 
-CALL_TIMEOUT_S = 10
+HANG_TIMEOUT_S = 10
 """Long enough that a loaded machine never looks hung; each test waits it out once."""
 RECOVERY_S = 300
 """The longest a test waits for the hang to be noticed and the replacement to work."""
@@ -46,7 +46,8 @@ def hang_run(tmp_path: Path, name: str, *extra: str) -> list[str]:
         "algorithm.replay.samples_per_insert=4",
         "learner.batch_size=64",
         "learner.sync_interval=10",
-        f"faults.call_timeout_s={CALL_TIMEOUT_S}",
+        f"faults.probe_timeout_s={HANG_TIMEOUT_S}",
+        f"faults.stall_timeout_s={HANG_TIMEOUT_S}",
         # Ray's kill does not end a stopped process at once (its raylet asks the process to
         # exit first), so a frozen actor keeps what it holds for a while: a restored learner
         # that needed the cluster's one GPU would wait for it. On CPU, there is room for it.
@@ -185,7 +186,7 @@ def test_a_stopped_store_is_replaced_and_the_learner_waiting_on_it_is_not(
             lambda: updates_after(run_dir, "replay/hangs") > 0,  # from the new store
         )
     assert stopped is StopReason.INTERRUPTED
-    # its probe, or a figures call asked a little earlier, went unanswered
+    # its probe, or a stats call asked a little earlier, went unanswered
     assert any("the replay actor did not answer" in r.message for r in caplog.records)
     rows = read_jsonl(run_dir / "metrics.jsonl")
     assert rows[-1]["replay/hangs"] >= 1
@@ -211,7 +212,7 @@ def test_a_stopped_evaluator_is_replaced(ray_cluster, tmp_path, caplog):
         tmp_path,
         "eval-stop",
         "run.eval_interval_env_steps=2048",
-        f"run.eval_timeout_s={CALL_TIMEOUT_S}",
+        f"run.eval_timeout_s={HANG_TIMEOUT_S}",
     )
     with caplog.at_level(logging.WARNING, logger="rayrl.ray"):
         stopped = train_through_a_freeze(

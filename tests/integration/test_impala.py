@@ -85,7 +85,7 @@ def test_impala_local_runtime_smoke(tiny_run):
         overrides=[
             *tiny_run,
             "run.runtime=local",
-            "algorithm.num_steps=16",
+            "algorithm.steps_per_chunk=16",
             "learner.batch_size=4",
         ],
     )

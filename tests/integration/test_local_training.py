@@ -16,7 +16,7 @@ from rayrl.envs import env_spec
 from rayrl.errors import UserError
 from rayrl.files import read_jsonl
 from rayrl.presets import load_config
-from rayrl.run_policy import StopReason
+from rayrl.run_lifecycle import StopReason
 from rayrl.rundir import RunDirectory
 from tests.conftest import tiny_overrides
 from tests.run_files import assert_in_env_step_order
@@ -66,7 +66,7 @@ def test_run_directory_holds_config_metrics_checkpoints_and_evals(finished):
         startup["startup/total_s"]
     )
     assert startup["startup/ray_s"] == 0.0  # the local runtime starts no Ray
-    assert result.figures["startup_s"] == startup["startup/total_s"]
+    assert result.headline["startup_s"] == startup["startup/total_s"]
     evals = read_jsonl(run.eval_path)
     assert [e["env_steps"] for e in evals][:2] == [1024, 2048]
     assert run.latest_checkpoint.is_file()

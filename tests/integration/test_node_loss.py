@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from rayrl.checkpoint import load_checkpoint
-from rayrl.run_policy import StopReason, TrainResult
+from rayrl.run_lifecycle import StopReason, TrainResult
 from rayrl.rundir import RunDirectory
 from tests.background_run import BackgroundRun
 from tests.run_files import assert_in_env_step_order, env_steps_logged

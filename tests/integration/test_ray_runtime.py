@@ -113,7 +113,7 @@ def test_async_dqn_reaches_the_threshold_with_the_learner_on_the_gpu_node(ray_cl
     assert "policy lag" in result.summary
     assert "weight sync" in result.summary
     assert result.summary.startswith("start-up: ")
-    assert result.figures["startup_actors_s"] > 0  # the actors' processes started
+    assert result.headline["startup_actors_s"] > 0  # the actors' processes started
 
 
 def test_killed_worker_is_replaced_and_training_goes_on(ray_cluster, tmp_path):

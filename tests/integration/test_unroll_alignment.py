@@ -63,9 +63,9 @@ def test_the_learner_scores_a_workers_unrolls_as_the_worker_did(preset, extra):
     torch.set_num_threads(1)
     overrides = [
         "workers.envs_per_worker=8",
-        "algorithm.num_steps=32",
+        "algorithm.steps_per_chunk=32",
         "learner.batch_size=8",
-        "algorithm.num_storages=8",
+        "algorithm.queue_capacity=8",
         "learner.device=cpu",
     ]
     config = load_config(preset, overrides + extra)

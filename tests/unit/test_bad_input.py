@@ -1,4 +1,4 @@
-"""Bad input that the config (and the env family) refuses before anything starts: the real
+"""Bad input that the config (and the env suite) refuses before anything starts: the real
 `rayrl train` command (click's runner, in this process) exits with status 2 and one line
 naming the key, the value and what is valid, within seconds, before a run directory is
 created (nothing at all appears beside or under `run.runs_dir`).

@@ -15,7 +15,7 @@ from rayrl.config import (
 )
 from rayrl.errors import ConfigError
 from rayrl.presets import config_from_dict, load_config, saved_config
-from tests.old_layout import rayrl_0_1_layout
+from tests.old_layout import older_layout
 
 
 def test_presets_ship_with_the_package():
@@ -97,6 +97,11 @@ def test_configs_are_frozen():
         (
             "workers.steps_per_chunk=5",
             r"unknown key 'workers.steps_per_chunk': it moved to 'algorithm.steps_per_chunk'",
+        ),
+        (
+            "faults.call_timeout_s=5",
+            r"unknown key 'faults.call_timeout_s': it was split into 'faults.probe_timeout_s' "
+            r"and 'faults.stall_timeout_s'",
         ),
         (
             "algorithm.hidden_sizes=[64, -1]",
@@ -185,9 +190,9 @@ def test_derived_sizes():
 
 
 @pytest.mark.parametrize("preset", ["cartpole_dqn", "cartpole_impala"])
-def test_configs_saved_by_rayrl_0_1_are_read_in_todays_layout(preset):
+def test_configs_saved_by_an_older_rayrl_are_read_in_todays_layout(preset):
     config = load_config(preset, ["learner.num_learners=2"])
-    old = rayrl_0_1_layout(config_to_dict(config))
+    old = older_layout(config_to_dict(config))
     with pytest.raises(ConfigError, match="moved to"):
         config_from_dict(old)  # as user input, the old keys are named...
     assert saved_config(old) == config  # ...but a saved run's config is migrated

@@ -1,6 +1,6 @@
 """The Ray driver's loop with fake actors that answer at once: the schedules (evaluations,
-periodic and best checkpoints), the end of a run in the run policy's order, and runs that
-stop before or while they start."""
+periodic and best checkpoints), the end of a run in the order of `rayrl.run_lifecycle`, and
+runs that stop before or while they start."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from rayrl.ray.dispatcher import Dispatcher
 from rayrl.ray.driver import RayDriver
 from rayrl.ray.learner_service import LearnerPulse, LearnerReport
 from rayrl.recorders import Recorders
-from rayrl.run_policy import StopReason
+from rayrl.run_lifecycle import StopReason
 from rayrl.rundir import RunDirectory
 from rayrl.session import Counters, TrainingSession
 from tests.fake_ray import FakeFactory, FakeRay
@@ -135,7 +135,7 @@ def test_the_evaluator_starts_once_the_first_chunk_is_in(tmp_path):
     ray_driver, fakes = driver(tmp_path)
     ray_driver._start()
     assert not any(actor.name.startswith("evaluator") for actor in fakes.made)
-    while not ray_driver.session.stats.started_up:
+    while not ray_driver.session.metrics.started_up:
         ray_driver.step()
     ray_driver.step()
     evaluators = [actor for actor in fakes.made if actor.name.startswith("evaluator")]

@@ -32,7 +32,7 @@ def test_on_policy_builds_unrolls_and_a_queue_that_is_never_saved():
     assert not isinstance(queue, PersistentStore)
     assert not ON_POLICY.persists(config.algorithm)
     assert isinstance(ON_POLICY.make_processor(config.algorithm, spec, 8), UnrollProcessor)
-    assert ON_POLICY.chunk_steps(config.algorithm) == config.algorithm.num_steps
+    assert ON_POLICY.chunk_steps(config.algorithm) == config.algorithm.steps_per_chunk
     assert ON_POLICY.store.drops_stale
     assert not OFF_POLICY.store.drops_stale
 
@@ -43,10 +43,10 @@ def test_replay_settings_do_not_exist_for_on_policy_algorithms():
 
 
 def test_each_family_checks_its_own_settings():
-    with pytest.raises(ConfigError, match=r"algorithm\.num_storages=8 cannot hold"):
+    with pytest.raises(ConfigError, match=r"algorithm\.queue_capacity=8 cannot hold"):
         load_config(
             "cartpole_impala",
-            ["algorithm.num_storages=8", "learner.batch_size=8", "learner.num_learners=2"],
+            ["algorithm.queue_capacity=8", "learner.batch_size=8", "learner.num_learners=2"],
         )
     with pytest.raises(ConfigError, match=r"algorithm\.replay\.min_size=10 is larger"):
         load_config("cartpole_dqn", ["algorithm.replay.min_size=10", "algorithm.replay.capacity=5"])

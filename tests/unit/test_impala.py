@@ -33,7 +33,7 @@ def step(t: int, num_envs: int = 2, truncate_env: int | None = None) -> StepBatc
 
 
 def test_unroll_processor_keeps_bootstrap_and_final_observations():
-    processor = UnrollProcessor(num_envs=2, num_steps=3)
+    processor = UnrollProcessor(num_envs=2, steps_per_chunk=3)
     for t in range(3):
         processor.process(step(t, truncate_env=1 if t == 1 else None), policy_version=7 + t)
     unrolls = processor.flush()
@@ -47,7 +47,7 @@ def test_unroll_processor_keeps_bootstrap_and_final_observations():
 
 
 def test_unroll_processor_needs_log_probs():
-    processor = UnrollProcessor(num_envs=2, num_steps=1)
+    processor = UnrollProcessor(num_envs=2, steps_per_chunk=1)
     bare = step(0)
     bare.extras = {}
     with pytest.raises(ValueError, match="log-probabilities"):
@@ -55,7 +55,7 @@ def test_unroll_processor_needs_log_probs():
 
 
 def unrolls(version: int, num_envs: int = 2) -> Unrolls:
-    processor = UnrollProcessor(num_envs=num_envs, num_steps=2)
+    processor = UnrollProcessor(num_envs=num_envs, steps_per_chunk=2)
     processor.process(step(0, num_envs, truncate_env=0), version)
     processor.process(step(1, num_envs), version)
     return processor.flush()
@@ -73,7 +73,7 @@ def test_split_and_concatenate_keep_final_observations_with_their_unroll():
 
 
 def test_queue_is_bounded_fifo_and_drops_stale_unrolls():
-    queue = TrajectoryQueue(num_storages=4, max_policy_lag=5, items_per_chunk=2)
+    queue = TrajectoryQueue(capacity=4, max_policy_lag=5, items_per_chunk=2)
     assert queue.can_insert(2)
     queue.add(unrolls(version=0))
     queue.add(unrolls(version=10))

@@ -162,6 +162,11 @@ def test_a_record_whose_preset_changed_since_is_refused(learning, tmp_path, monk
     assert learning.stale_settings(run) == []
     del run["settings"]["learner.lr"]  # a field added to the config since is no change
     assert learning.stale_settings(run) == []
+    # a record made before a key was renamed is read under today's name
+    run["settings"]["algorithm.num_steps"] = run["settings"].pop("algorithm.steps_per_chunk")
+    assert learning.stale_settings(run) == []
+    run["settings"]["algorithm.num_steps"] += 1
+    assert learning.stale_settings(run)[0].startswith("algorithm.steps_per_chunk: ")
 
 
 def test_a_record_without_settings_is_named(learning):

@@ -211,7 +211,7 @@ def reward_step(rewards: list[float], resets: list[bool]) -> StepBatch:
 
 
 def test_workers_track_each_envs_discounted_return_across_unrolls_and_episodes():
-    processor = UnrollProcessor(num_envs=2, num_steps=2, return_discount=0.5)
+    processor = UnrollProcessor(num_envs=2, steps_per_chunk=2, return_discount=0.5)
     unrolls = []
     for first, second in (([False, False], [False, True]), ([False, False], [False, False])):
         processor.process(reward_step([1, 2], first), policy_version=0)
@@ -221,7 +221,7 @@ def test_workers_track_each_envs_discounted_return_across_unrolls_and_episodes()
     # env 0: 1, 1.5, 1.75, 1.875 (across the unrolls); env 1 ends after its second step
     np.testing.assert_allclose(returns[0], [1, 1.5, 1.75, 1.875])
     np.testing.assert_allclose(returns[1], [2, 3, 2, 3])
-    processor = UnrollProcessor(num_envs=2, num_steps=1)  # without reward normalisation
+    processor = UnrollProcessor(num_envs=2, steps_per_chunk=1)  # without reward normalisation
     processor.process(reward_step([1, 2], [False, False]), policy_version=0)
     assert RETURN_EXTRA not in processor.flush().extras
 

@@ -13,14 +13,14 @@ from rayrl.core import EvalResult
 from rayrl.files import read_jsonl
 from rayrl.presets import load_config
 from rayrl.recorders import JsonlRecorder, Recorders
+from rayrl.run_writer import RunWriter
 from rayrl.rundir import RunDirectory
 from rayrl.session import Counters, TrainingSession
-from rayrl.storage import Storage
 
 
 def test_records_at_one_count_are_merged_into_one_row_written_in_order(tmp_path):
     path = tmp_path / "metrics.jsonl"
-    recorder = JsonlRecorder(path, Storage(3))
+    recorder = JsonlRecorder(path, RunWriter(3))
     recorder.record({"run/wall_s": 1.0}, 0)
     recorder.record({"run/wall_s": 2.0, "startup/total_s": 9.0}, 0)  # no experience yet
     assert not path.exists()  # held until a later count, or the end
@@ -44,7 +44,7 @@ def test_an_evaluation_that_ends_late_is_recorded_at_the_runs_clock(tmp_path):
     weights in `eval/env_steps`; eval.jsonl keeps the weights' count."""
     config = load_config(None, ["logging.console=false"])
     run_dir = RunDirectory(tmp_path)
-    recorder = JsonlRecorder(run_dir.metrics_path, Storage(3))
+    recorder = JsonlRecorder(run_dir.metrics_path, RunWriter(3))
     kind = StoreKind(namespace="replay", items="transitions", drops_stale=False)
     session = TrainingSession(config, run_dir, Recorders([recorder]), Counters(), time.time(), kind)
     session.counters.env_steps = 1024

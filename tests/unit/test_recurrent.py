@@ -97,7 +97,7 @@ def test_ppo_replays_each_unroll_of_a_minibatch_from_its_stored_state(pomdp):
     sequences = learner.sequences(batch, {"old_logp": start.logp})
     rows = torch.tensor([2, 0])
     with torch.no_grad():
-        out = learner.model(
+        out = learner.wrapped_network(
             sequences.obs[rows], sequences.starts[rows], tuple(s[rows] for s in sequences.state)
         )
         actions = learner.tensor(batch.actions)[rows]
@@ -125,7 +125,7 @@ def test_minibatches_that_would_cut_unrolls_are_refused():
     with pytest.raises(ConfigError, match=r"algorithm.num_minibatches=3 .* whole unrolls"):
         load_config(
             "cartpole_pomdp_ppo",
-            ["algorithm.num_minibatches=3", "learner.batch_size=8", "algorithm.num_steps=24"],
+            ["algorithm.num_minibatches=3", "learner.batch_size=8", "algorithm.steps_per_chunk=24"],
         )
 
 

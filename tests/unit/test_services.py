@@ -21,7 +21,7 @@ from rayrl.ray.experience_service import ExperienceService
 
 
 def unrolls(version: int, num_envs: int = 2):
-    processor = UnrollProcessor(num_envs, num_steps=1)
+    processor = UnrollProcessor(num_envs, steps_per_chunk=1)
     processor.process(
         StepBatch(
             obs=np.zeros((num_envs, 1), np.float32),

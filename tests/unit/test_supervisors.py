@@ -22,8 +22,8 @@ from rayrl.ray.learners import CALLS_IN_FLIGHT, LearnerSupervisor
 from rayrl.ray.probe import PROBE_INTERVAL_S
 from rayrl.ray.store import StoreSupervisor
 from rayrl.ray.workers import WorkerSupervisor
+from rayrl.run_metrics import RunMetrics
 from rayrl.session import Counters
-from rayrl.stats import RunStats
 from tests.fake_ray import FakeFactory, FakeRay, task_error
 
 KIND = StoreKind(namespace="replay", items="transitions", drops_stale=False)
@@ -55,7 +55,7 @@ class World:
         self.dispatcher = Dispatcher(wait=FakeRay.wait, get=FakeRay.get)
         self.deaths = Deaths()
         self.factory = FakeFactory(num_learners=self.num_learners)
-        self.stats = RunStats(self.num_workers, KIND)
+        self.metrics = RunMetrics(self.num_workers, KIND)
         self.counters = Counters()
         self.save_failures: list = []
         self.store = StoreSupervisor(
@@ -63,7 +63,7 @@ class World:
             self.dispatcher,
             self.deaths,
             KIND,
-            self.stats,
+            self.metrics,
             lambda: self.restore,
             self.faults,
             on_save_failed=lambda kind, what, error: self.save_failures.append(what),
@@ -94,7 +94,7 @@ class World:
             config,
             self.faults,
             self.counters,
-            self.stats,
+            self.metrics,
             chunk_env_steps=64,
             total_env_steps=total_env_steps,
             clock=self.clock,
@@ -164,7 +164,7 @@ def test_each_worker_keeps_its_chunks_in_flight_and_sends_them_to_the_store():
     adds[0].ref.resolve(64 * 8)
     world.pump()
     assert world.counters.env_steps == 64
-    assert world.stats.inserted == 512
+    assert world.metrics.inserted == 512
     workers.request_chunks()
     assert len(workers.slots[0].handle.calls_to("sample")) == 3
 
@@ -210,7 +210,7 @@ def test_a_dead_worker_is_replaced_and_its_late_results_are_dropped():
     second.refs[1].resolve(chunk_stats(0))
     world.pump()
     assert world.counters.env_steps == 0
-    assert world.stats.workers[0].restarts == 1
+    assert world.metrics.workers[0].restarts == 1
     world.start(workers)  # the replacement
     assert len(slot.handle.calls_to("sample")) == 2
 
@@ -239,8 +239,8 @@ def test_a_dead_store_is_recreated_and_the_worker_goes_on():
     assert world.store.handle is not old_store
     assert world.store.incarnation == 1
     assert workers.slots[0].incarnation == 0  # the worker was not at fault
-    assert world.stats.counters["replay/restarts"] == 1
-    assert world.stats.counters["replay/lost_transitions"] == 300
+    assert world.metrics.counters["replay/restarts"] == 1
+    assert world.metrics.counters["replay/lost_transitions"] == 300
     workers.request_chunks()  # the freed slot sends its next chunk to the new store
     assert len(world.store.handle.calls_to("add")) == 1
 
@@ -275,7 +275,7 @@ def test_a_hung_worker_is_killed_and_replaced_but_waiting_for_the_store_is_not_h
     workers.check_hangs()
     assert workers.slots[0].incarnation == 1  # sampled for 11 s: hung
     assert workers.slots[1].incarnation == 0
-    assert world.stats.counters["worker/hangs"] == 1
+    assert world.metrics.counters["worker/hangs"] == 1
 
 
 def test_a_worker_restarts_with_backoff_until_its_limit_stops_the_run():
@@ -416,7 +416,7 @@ class Learners:
             world.store,
             world.faults,
             world.counters,
-            world.stats,
+            world.metrics,
             sync_interval=20,
             restore_point=lambda: (LearnerStart(state=self.restore_state), "the checkpoint"),
             publish=lambda info, version, rollback: self.published.append(
@@ -452,7 +452,7 @@ def test_learners_start_publish_and_keep_their_train_calls_queued():
     world.pump()
     assert world.counters.updates == 20
     assert learners.published[-1] == (info_ref, 20, False)
-    assert world.stats.updates == 20
+    assert world.metrics.updates == 20
     supervisor.request_updates()
     assert len(first.calls_to("train")) == CALLS_IN_FLIGHT + 1
 
@@ -471,7 +471,7 @@ def test_a_dead_learner_is_restored_with_its_peers_from_the_restore_point():
     assert [h.name for h in supervisor.handles] == ["learner-0.1", "learner-1.1"]
     assert supervisor.handles[0].start.state == {"updates": 40}
     assert world.counters.updates == 40
-    assert world.stats.counters["learner/restarts"] == 1
+    assert world.metrics.counters["learner/restarts"] == 1
     late.resolve(report(total=80))  # the dead group's answer is not recorded
     world.pump()
     assert world.counters.updates == 40
@@ -494,7 +494,7 @@ def test_learners_sample_from_a_recreated_store():
     assert world.store.handle is not old_store
     (call,) = supervisor.handles[0].calls_to("set_store")
     assert call.args == (world.store.handle,)
-    assert world.stats.counters["learner/restarts"] == 0
+    assert world.metrics.counters["learner/restarts"] == 0
 
 
 def test_an_error_in_the_learners_constructor_stops_the_run_with_it():
@@ -547,8 +547,9 @@ def test_a_learner_that_stops_answering_its_probe_is_restored_while_experience_a
 ):
     """SIGSTOP (or a frozen machine) silences the learner's probe. Experience arrives all
     along without a replay ratio; with one, until the limiter holds the workers back (here
-    at 80 s): neither must delay the restore past `faults.call_timeout_s`."""
-    world = World(faults=FaultsConfig(call_timeout_s=100.0))
+    at 80 s): neither must delay the restore past `faults.probe_timeout_s` (the stall
+    timeout, for updates without progress, is not what judges a silent probe)."""
+    world = World(faults=FaultsConfig(probe_timeout_s=100.0, stall_timeout_s=1000.0))
     workers = world.workers(max_chunks_in_flight=1)
     for slot in workers.slots:
         world.ready(slot.handle)
@@ -566,10 +567,10 @@ def test_a_learner_that_stops_answering_its_probe_is_restored_while_experience_a
         supervisor.watch()
         if second == 100:
             assert supervisor.incarnation == 0  # silent for exactly the timeout: not yet
-    assert world.stats.inserted > 0
+    assert world.metrics.inserted > 0
     assert supervisor.incarnation == 1
-    assert world.stats.counters["learner/hangs"] == 1
-    assert world.stats.counters["learner/restarts"] == 1
+    assert world.metrics.counters["learner/hangs"] == 1
+    assert world.metrics.counters["learner/restarts"] == 1
 
 
 def test_a_learner_waiting_on_a_saving_store_is_not_restored():
@@ -577,7 +578,7 @@ def test_a_learner_waiting_on_a_saving_store_is_not_restored():
     its batch, no update and no experience arrive, for longer than the call timeout. The
     learner answers its probe (waiting for the store) and the store its own: neither is
     replaced."""
-    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    world = World(faults=FaultsConfig(probe_timeout_s=60.0, stall_timeout_s=60.0))
     supervisor = training(world).supervisor
     store = world.store.handle
     world.store.save(Path("replay.npz"), 1024)
@@ -591,8 +592,8 @@ def test_a_learner_waiting_on_a_saving_store_is_not_restored():
         world.pump()
     assert supervisor.incarnation == 0
     assert world.store.handle is store
-    assert world.stats.counters["learner/hangs"] == 0
-    assert world.stats.counters["replay/hangs"] == 0
+    assert world.metrics.counters["learner/hangs"] == 0
+    assert world.metrics.counters["replay/hangs"] == 0
     store.calls_to("save")[0].ref.resolve(5)  # the save ends: training goes on
     supervisor.first.calls_to("train")[0].refs[0].resolve(report(total=20))
     world.pump()
@@ -600,7 +601,7 @@ def test_a_learner_waiting_on_a_saving_store_is_not_restored():
 
 
 def test_a_learner_waiting_on_a_hung_store_is_not_restored_but_the_store_is_replaced():
-    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    world = World(faults=FaultsConfig(probe_timeout_s=60.0, stall_timeout_s=60.0))
     supervisor = training(world).supervisor
     store = world.store.handle
     for second in range(0, 64):
@@ -610,17 +611,18 @@ def test_a_learner_waiting_on_a_hung_store_is_not_restored_but_the_store_is_repl
         answer(supervisor.first, "pulse", WAITING)  # the store never answers its probe
         world.pump()
     assert store.killed
-    assert world.stats.counters["replay/hangs"] == 1
+    assert world.metrics.counters["replay/hangs"] == 1
     assert supervisor.incarnation == 0
-    assert world.stats.counters["learner/hangs"] == 0
+    assert world.metrics.counters["learner/hangs"] == 0
     # the learner samples from the new store
     assert supervisor.first.calls_to("set_store")[0].args == (world.store.handle,)
 
 
 def test_a_learner_stuck_in_its_update_is_restored_though_it_answers_its_probe():
     """A CUDA kernel or an all-reduce that never returns: the process answers its probe
-    (from another thread), but its training thread makes no progress."""
-    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    (from another thread), but its training thread makes no progress: judged against
+    `faults.stall_timeout_s`, which the probe timeout (far longer here) does not delay."""
+    world = World(faults=FaultsConfig(probe_timeout_s=1000.0, stall_timeout_s=60.0))
     supervisor = training(world).supervisor
     learner = supervisor.first
     second = 0
@@ -633,11 +635,11 @@ def test_a_learner_stuck_in_its_update_is_restored_though_it_answers_its_probe()
     # noticed once a pulse says more than the timeout, at most a probe interval late
     assert 60 < world.clock.now <= 61 + PROBE_INTERVAL_S
     assert learner.killed
-    assert world.stats.counters["learner/hangs"] == 1
+    assert world.metrics.counters["learner/hangs"] == 1
 
 
 def test_peers_waiting_in_their_all_reduce_for_a_learner_waiting_on_the_store_are_not_hung():
-    world = World(num_learners=2, faults=FaultsConfig(call_timeout_s=60.0))
+    world = World(num_learners=2, faults=FaultsConfig(probe_timeout_s=60.0, stall_timeout_s=60.0))
     supervisor = training(world).supervisor
     first, second = supervisor.handles
     for now in range(0, 300, 2):
@@ -650,7 +652,7 @@ def test_peers_waiting_in_their_all_reduce_for_a_learner_waiting_on_the_store_ar
 
 
 def test_the_learners_probe_runs_beside_its_train_calls_and_a_probe_is_out_at_a_time():
-    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    world = World(faults=FaultsConfig(probe_timeout_s=60.0, stall_timeout_s=60.0))
     supervisor = training(world).supervisor
     for now in (0.0, 1.0, 1.5):
         world.clock.now = now
@@ -677,7 +679,7 @@ def test_an_error_in_the_update_itself_stops_the_run():
 # ---- store -----------------------------------------------------------------------------------
 
 
-def test_store_figures_are_asked_for_one_at_a_time():
+def test_store_stats_are_asked_for_one_at_a_time():
     world = World()
     world.store.refresh_stats()
     world.store.refresh_stats()
@@ -713,9 +715,9 @@ def watch_store(world: World, until: float, answer_probes: bool = True) -> None:
         world.clock.now = min(world.clock.now + 1.0, until)
 
 
-def test_a_figures_call_kept_waiting_with_no_save_under_way_replaces_the_store():
+def test_a_stats_call_kept_waiting_with_no_save_under_way_replaces_the_store():
     """The store answers its probe, but a call hangs holding its lock."""
-    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    world = World(faults=FaultsConfig(probe_timeout_s=60.0, stall_timeout_s=60.0))
     world.store.refresh_stats()
     old = world.store.handle
     watch_store(world, 60.0)
@@ -723,18 +725,18 @@ def test_a_figures_call_kept_waiting_with_no_save_under_way_replaces_the_store()
     watch_store(world, 61.0)
     assert old.killed
     assert world.store.incarnation == 1
-    assert world.stats.counters["replay/hangs"] == 1
+    assert world.metrics.counters["replay/hangs"] == 1
 
 
 def test_a_store_writing_its_buffer_is_not_hung():
-    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    world = World(faults=FaultsConfig(probe_timeout_s=60.0, stall_timeout_s=60.0))
     world.store.save(Path("replay.npz"), 1024)
     world.store.refresh_stats()  # waits behind the save, which holds the store's lock
     watch_store(world, 100.0)
     assert world.store.incarnation == 0
     world.store.handle.calls_to("save")[0].ref.resolve(5)
     world.pump()
-    watch_store(world, 160.0)  # the figures call waits from the end of the save on
+    watch_store(world, 160.0)  # the stats call waits from the end of the save on
     assert world.store.incarnation == 0
     watch_store(world, 161.0)
     assert world.store.incarnation == 1
@@ -743,7 +745,7 @@ def test_a_store_writing_its_buffer_is_not_hung():
 def test_a_store_that_stops_answering_its_probe_is_replaced_even_while_it_saves():
     """SIGSTOP, or a frozen machine, during a save: the save never ends, so it must not
     excuse the store."""
-    world = World(faults=FaultsConfig(call_timeout_s=60.0))
+    world = World(faults=FaultsConfig(probe_timeout_s=60.0, stall_timeout_s=60.0))
     world.store.save(Path("replay.npz"), 1024)
     old = world.store.handle
     watch_store(world, 60.0, answer_probes=False)
@@ -751,14 +753,14 @@ def test_a_store_that_stops_answering_its_probe_is_replaced_even_while_it_saves(
     assert len(old.calls_to("ping")) == 1  # one probe out at a time
     watch_store(world, 61.0, answer_probes=False)
     assert old.killed
-    assert world.stats.counters["replay/hangs"] == 1
+    assert world.metrics.counters["replay/hangs"] == 1
     assert not world.store.saving  # the killed actor's save will never answer
 
 
 def test_a_starting_store_is_not_hung_its_calls_are_timed_from_its_start():
-    """A new store refilled from a large saved buffer takes long to start: a figures call
+    """A new store refilled from a large saved buffer takes long to start: a stats call
     asked meanwhile waits for its constructor, which is not a hang."""
-    faults = FaultsConfig(call_timeout_s=60.0, start_timeout_s=900.0)
+    faults = FaultsConfig(probe_timeout_s=60.0, stall_timeout_s=60.0, start_timeout_s=900.0)
     world = World(faults=faults, store_started=False)
     world.store.refresh_stats()
     watch_store(world, 200.0)
@@ -778,7 +780,7 @@ def test_a_store_that_does_not_start_is_replaced():
     assert world.store.handle is old
     watch_store(world, 301.0)
     assert old.killed
-    assert world.stats.counters["replay/restarts"] == 1
+    assert world.metrics.counters["replay/restarts"] == 1
 
 
 def test_an_error_in_the_stores_constructor_stops_the_run_with_it():
@@ -808,7 +810,7 @@ def evaluator(world: World, timeout_s: float = 30.0, started: bool = True) -> Ev
         world.factory,
         world.dispatcher,
         world.deaths,
-        world.stats,
+        world.metrics,
         timeout_s,
         world.faults,
         clock=world.clock,
@@ -853,7 +855,7 @@ def test_a_failed_or_hung_evaluation_replaces_the_evaluator(failure):
     assert old.killed
     assert supervisor.handle.name == "evaluator.1"
     assert not supervisor.pending
-    assert world.stats.counters["eval/failures"] == 1
+    assert world.metrics.counters["eval/failures"] == 1
     call.ref.resolve(EvalResult(returns=[1.0], lengths=[1]))  # too late: dropped
     world.pump()
     assert results == []
@@ -875,7 +877,7 @@ def test_an_evaluation_asked_of_a_starting_evaluator_is_timed_from_its_start():
     world.clock.now = 131.0
     supervisor.check_hung()
     assert supervisor.incarnation == 1
-    assert world.stats.counters["eval/failures"] == 1
+    assert world.metrics.counters["eval/failures"] == 1
 
 
 def test_an_evaluator_that_does_not_start_is_replaced():

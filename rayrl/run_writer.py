@@ -28,7 +28,7 @@ RETRY_DELAY_S = 0.5
 """Wait before the second try; doubled before each later one."""
 
 
-class Storage:
+class RunWriter:
     """Runs the run directory's writes: `write` retries, `failed` counts a write that failed
     elsewhere (the replay saved by its actor); `max_errors` failed writes of one kind in a
     row raise `RunFailedError`."""
@@ -39,7 +39,7 @@ class Storage:
         self.errors_in_a_row: dict[str, int] = {}
         """Failed writes in a row, by kind."""
         self.errors = 0
-        """Failed writes in this segment (the `run/storage_errors` metric)."""
+        """Failed writes in this segment (the `run/write_errors` metric)."""
         self.gave_up = False
         """The run was stopped for failed writes."""
         self.ending = False
@@ -82,7 +82,7 @@ class Storage:
             self.gave_up = True  # once: the end of the run still writes what it can
             raise RunFailedError(
                 f"{in_a_row} writes of the {kind} failed in a row "
-                f"(faults.max_storage_errors={self.max_errors}); the last, {what}: {cause}"
+                f"(faults.max_write_errors={self.max_errors}); the last, {what}: {cause}"
             )
         stops = "" if self.gave_up or self.ending else f"; the run stops at {self.max_errors}"
         logger.error(

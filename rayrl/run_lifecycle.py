@@ -1,7 +1,7 @@
 """How a run goes on and how it ends, written once for both runtimes.
 
 A runtime supplies one round of its own work (`step`) and what the end of a run needs from
-it (`RunEnd`); the policy decides when to stop and in which order the end happens::
+it (`RunEnd`); this module decides when to stop and in which order the end happens::
 
     reason = run_until_stopped(session, runtime.step)
     return finish_run(session, reason, runtime)
@@ -9,7 +9,7 @@ it (`RunEnd`); the policy decides when to stop and in which order the end happen
 A run stops at the first of: `learner.max_nonfinite_steps` updates in a row with a step
 skipped for a non-finite gradient (a failure), an evaluation reaching `run.target_return`,
 `run.total_env_steps`, `run.time_budget_s`, an interruption (Ctrl-C, SIGTERM), or any
-error (a failure: `RunFailedError` from a restart policy, storage that keeps failing, or a bug).
+error (a failure: `RunFailedError` from a restart limit, writes that keep failing, or a bug).
 Then, in this order: the final evaluation (none when interrupted or failed; the one that
 reached the target when it did), the final checkpoint (also the scheduled periodic one when
 the run ended on or past it; never weights that are not finite, and none after an error
@@ -77,8 +77,8 @@ class TrainResult:
     evaluations: list[dict[str, float]] = field(default_factory=list)
     placement: dict[str, dict[str, str]] = field(default_factory=dict)
     """Where actors ran (Ray runtime): {"learner": {"node_id", "device"}}."""
-    figures: dict[str, float] = field(default_factory=dict)
-    """Headline numbers of this segment (see `RunStats.figures`)."""
+    headline: dict[str, float] = field(default_factory=dict)
+    """Headline numbers of this segment (see `RunMetrics.headline`)."""
     learner_digests: list[str] = field(default_factory=list)
     """With several learners: a hash of each one's parameters at the end (they must agree)."""
     failure: str | None = None
@@ -100,7 +100,7 @@ def stop_reason(session: TrainingSession) -> StopReason | None:
     if _interrupted.is_set():  # a signal whose KeyboardInterrupt was swallowed
         return StopReason.INTERRUPTED
     run = session.config.run
-    nonfinite = session.stats.nonfinite.in_a_row
+    nonfinite = session.metrics.nonfinite.in_a_row
     if nonfinite >= session.config.learner.max_nonfinite_steps:
         logger.error(
             "stopping: the last %d learner updates had a non-finite gradient and their steps "
@@ -194,16 +194,16 @@ class RunEnd(Protocol):
         ...
 
     def store_stats(self) -> StoreStats | None:
-        """The experience store's latest figures, for the last metrics record."""
+        """The experience store's latest stats, for the last metrics record."""
         ...
 
 
 def finish_run(session: TrainingSession, reason: StopReason, end: RunEnd) -> TrainResult:
-    """End the run in the policy's order and return its result. Every error from here on
-    goes through the same end: one that stops the sampling (a save that reaches the storage
+    """End the run in this module's order and return its result. Every error from here on
+    goes through the same end: one that stops the sampling (a save that reaches the write
     error limit, an actor past its restart limit) makes the run a failure, and the final
     checkpoint is still written."""
-    session.storage.end()
+    session.writer.end()
     try:
         reason = _stop_sampling(session, reason, end)
         final_eval = _end(session, reason, end)
@@ -222,10 +222,10 @@ def finish_run(session: TrainingSession, reason: StopReason, end: RunEnd) -> Tra
         final_eval=final_eval,
         wall_s=session.wall_s,
         target_reached_s=session.target_reached_s,
-        summary=session.stats.summary(),
+        summary=session.metrics.summary(),
         evaluations=session.evaluations,
         placement=session.placement,
-        figures=session.stats.figures(),
+        headline=session.metrics.headline(),
         learner_digests=session.learner_digests,
         failure=failure.cause if failure is not None else None,
         problems=[*session.end_problems, *_missing_checkpoint(session)],

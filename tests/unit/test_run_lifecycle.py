@@ -9,13 +9,13 @@ import time
 import numpy as np
 import pytest
 
-from rayrl import run_policy
+from rayrl import run_lifecycle
 from rayrl.contract import StoreKind
 from rayrl.core import EvalResult, ModelInfo, NonFiniteSteps, StoreStats
 from rayrl.errors import RunFailedError
 from rayrl.presets import load_config
 from rayrl.recorders import Recorders
-from rayrl.run_policy import (
+from rayrl.run_lifecycle import (
     StopReason,
     finish_run,
     handle_interrupts,
@@ -88,9 +88,9 @@ def test_the_time_budget_counts_the_earlier_segments_of_a_resumed_run(tmp_path):
 def test_non_finite_steps_in_a_row_stop_the_run_as_a_failure(tmp_path):
     s = session(tmp_path, "learner.max_nonfinite_steps=3")
     s.target_reached_s = 1.0
-    s.stats.nonfinite = NonFiniteSteps(skipped=7, in_a_row=2)
+    s.metrics.nonfinite = NonFiniteSteps(skipped=7, in_a_row=2)
     assert stop_reason(s) is StopReason.TARGET_REACHED
-    s.stats.nonfinite = NonFiniteSteps(skipped=8, in_a_row=3)
+    s.metrics.nonfinite = NonFiniteSteps(skipped=8, in_a_row=3)
     assert stop_reason(s) is StopReason.NON_FINITE  # before anything else
     assert StopReason.NON_FINITE.exit_code == 1
     assert StopReason.INTERRUPTED.exit_code == 130
@@ -219,13 +219,13 @@ def test_an_interrupt_that_a_library_swallows_still_stops_the_run(tmp_path):
     finally:
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
-        run_policy._interrupted.clear()
+        run_lifecycle._interrupted.clear()
     assert reason is StopReason.INTERRUPTED
     assert runtime.asked == ["step"]
 
 
 def test_an_error_while_sampling_stops_fails_the_run_and_still_checkpoints(tmp_path, caplog):
-    """A save that reaches the storage error limit (or an actor past its restart limit)
+    """A save that reaches the write error limit (or an actor past its restart limit)
     while the workers and learner stop: the run fails, and still ends through the policy."""
     s = session(tmp_path, "run.total_env_steps=1000")
     runtime = Runtime(s)

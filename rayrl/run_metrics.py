@@ -1,9 +1,11 @@
-"""Run statistics: interval metrics for the recorders and the end-of-run summary.
+"""A run's metrics: the stats its parts report, made into metrics for the recorders, the
+headline numbers and the end-of-run summary.
 
-Both runtimes feed the same `RunStats` with what workers (`ChunkStats`), the learner
-(update metrics and timings) and replay report; it turns them into namespaced metrics every
-log interval and into the table printed at the end of a run (the counterpart of border's
-`stats.fmt()` and `actor_stats_fmt`).
+Both runtimes feed the same `RunMetrics` with the stats that workers (`ChunkStats`), the
+learner (update metrics and timings) and the experience store (`StoreStats`) report; it
+turns them into namespaced metrics every log interval, into the run's headline numbers
+(`TrainResult.headline`) and into the summary table printed at the end of a run (the
+counterpart of border's `stats.fmt()` and `actor_stats_fmt`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ steps, and its way back to the driver). A phase a runtime does not have (the loc
 starts no Ray) takes no time."""
 
 
-class RunStats:
+class RunMetrics:
     def __init__(self, num_workers: int, store: StoreKind, started_at: float | None = None) -> None:
         """`started_at` is the `time.time()` at which the command started (start-up is
         measured from it)."""
@@ -209,11 +211,11 @@ class RunStats:
         self._interval = self._empty_interval()
         return metrics
 
-    def figures(self) -> dict[str, float]:
+    def headline(self) -> dict[str, float]:
         """The run's headline numbers: throughput, learner utilization, policy lag and
         weight-sync latency percentiles (what the benchmarks report)."""
         wall = max(self.elapsed_s, 1e-9)
-        figures = {
+        headline = {
             "env_steps_per_s": sum(w.env_steps for w in self.workers.values()) / wall,
             "learner_updates_per_s": self.updates / wall,
             "learner_utilization": self.update_s / self.learner_wall_s
@@ -224,22 +226,22 @@ class RunStats:
             "syncs": float(len(self.sync_latencies)),
         }
         if self.lags:
-            figures["policy_lag_p50"] = float(np.median(self.lags))
-            figures["policy_lag_max"] = float(np.max(self.lags))
+            headline["policy_lag_p50"] = float(np.median(self.lags))
+            headline["policy_lag_max"] = float(np.max(self.lags))
         if self.sync_latencies:
             latencies = 1000 * np.array(self.sync_latencies)
-            figures["sync_latency_ms_p50"] = float(np.median(latencies))
-            figures["sync_latency_ms_p95"] = float(np.percentile(latencies, 95))
+            headline["sync_latency_ms_p50"] = float(np.median(latencies))
+            headline["sync_latency_ms_p95"] = float(np.percentile(latencies, 95))
         startup = self.startup()
         if startup:
-            figures["startup_s"] = startup.pop("total")
-            figures.update({f"startup_{phase}_s": value for phase, value in startup.items()})
-        return figures
+            headline["startup_s"] = startup.pop("total")
+            headline.update({f"startup_{phase}_s": value for phase, value in startup.items()})
+        return headline
 
     def summary(self) -> str:
         """The end-of-run table: workers, learner, replay, policy lag and weight sync."""
         wall = max(self.elapsed_s, 1e-9)
-        figures = self.figures()
+        headline = self.headline()
         lines = []
         startup = self.startup()
         if startup:
@@ -262,11 +264,11 @@ class RunStats:
                 f"{recent:>12} {shares:>16} {w.restarts:>8}"
             )
         total_steps = sum(w.env_steps for w in self.workers.values())
-        lines.append(f"  {'all':>6} {total_steps:>11,} {figures['env_steps_per_s']:>9.0f}")
+        lines.append(f"  {'all':>6} {total_steps:>11,} {headline['env_steps_per_s']:>9.0f}")
         loss = f", loss {np.mean(self.recent_losses):.4g} (last 100)" if self.recent_losses else ""
         lines.append(
-            f"learner: {self.updates:,} updates, {figures['learner_updates_per_s']:.1f} "
-            f"updates/s, {100 * figures['learner_utilization']:.0f}% of its time updating "
+            f"learner: {self.updates:,} updates, {headline['learner_updates_per_s']:.1f} "
+            f"updates/s, {100 * headline['learner_utilization']:.0f}% of its time updating "
             f"(the rest waiting for batches){loss}"
         )
         dropped = ""
@@ -274,19 +276,19 @@ class RunStats:
             dropped = f", {self.dropped:,} stale {self.store.items} dropped"
         lines.append(
             f"{self.store.namespace}: size {self.store_size:,}, "
-            f"{figures['store_inserts_per_s']:.0f} inserts/s, "
-            f"{figures['store_samples_per_s']:.0f} samples/s{dropped}"
+            f"{headline['store_inserts_per_s']:.0f} inserts/s, "
+            f"{headline['store_samples_per_s']:.0f} samples/s{dropped}"
         )
         if self.lags:
             lines.append(
                 f"policy lag (learner updates behind the oldest acting weights of a chunk): "
-                f"p50 {figures['policy_lag_p50']:.0f}, max {figures['policy_lag_max']:.0f}"
+                f"p50 {headline['policy_lag_p50']:.0f}, max {headline['policy_lag_max']:.0f}"
             )
         if self.sync_latencies:
             lines.append(
                 "weight sync (publish -> in use by a worker): p50 "
-                f"{figures['sync_latency_ms_p50']:.1f} ms, p95 "
-                f"{figures['sync_latency_ms_p95']:.1f} ms over {len(self.sync_latencies)} syncs"
+                f"{headline['sync_latency_ms_p50']:.1f} ms, p95 "
+                f"{headline['sync_latency_ms_p95']:.1f} ms over {len(self.sync_latencies)} syncs"
             )
         for key, value in sorted(self.counters.items()):
             lines.append(f"{key}: {value:g}")

@@ -18,7 +18,7 @@ from ray.exceptions import RayTaskError
 from rayrl.checkpoint import load_checkpoint
 from rayrl.errors import RunFailedError, UserError
 from rayrl.files import atomic_path, read_jsonl
-from rayrl.storage import ATTEMPTS, Storage
+from rayrl.run_writer import ATTEMPTS, RunWriter
 
 
 class Flaky:
@@ -34,25 +34,25 @@ class Flaky:
 
 
 def test_a_write_is_retried_and_a_success_resets_the_count():
-    storage = Storage(max_errors=3, sleep=lambda s: None)
-    assert not storage.write("metrics", "a line", Flaky(ATTEMPTS))
-    assert storage.errors_in_a_row == {"metrics": 1}
+    writer = RunWriter(max_errors=3, sleep=lambda s: None)
+    assert not writer.write("metrics", "a line", Flaky(ATTEMPTS))
+    assert writer.errors_in_a_row == {"metrics": 1}
     flaky = Flaky(ATTEMPTS - 1)
-    assert storage.write("metrics", "a line", flaky)
+    assert writer.write("metrics", "a line", flaky)
     assert flaky.calls == ATTEMPTS
-    assert storage.errors_in_a_row == {"metrics": 0}
-    assert storage.errors == 1
+    assert writer.errors_in_a_row == {"metrics": 0}
+    assert writer.errors == 1
 
 
 def test_failed_writes_of_one_kind_in_a_row_stop_the_run_naming_the_last():
-    storage = Storage(max_errors=2, sleep=lambda s: None)
-    assert not storage.write("checkpoints", "the checkpoint step_1.pt", Flaky(99))
+    writer = RunWriter(max_errors=2, sleep=lambda s: None)
+    assert not writer.write("checkpoints", "the checkpoint step_1.pt", Flaky(99))
     # metrics lines that still fit do not hide checkpoints that no longer do
-    assert storage.write("metrics", "a line of metrics.jsonl", Flaky(0))
+    assert writer.write("metrics", "a line of metrics.jsonl", Flaky(0))
     with pytest.raises(
         RunFailedError, match=r"2 writes of the checkpoints .* latest\.pt: .*No space"
     ):
-        storage.write("checkpoints", "the checkpoint latest.pt", Flaky(99))
+        writer.write("checkpoints", "the checkpoint latest.pt", Flaky(99))
 
 
 def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
@@ -121,9 +121,9 @@ def test_a_failed_write_is_said_in_plain_words_naming_the_file(tmp_path, code, w
             tmp.write_text("half")
             raise OSError(code, os.strerror(code))
 
-    storage = Storage(max_errors=1, sleep=lambda s: None)
+    writer = RunWriter(max_errors=1, sleep=lambda s: None)
     with pytest.raises(RunFailedError) as stopped:
-        storage.write("checkpoints", "the checkpoint latest.pt", write)
+        writer.write("checkpoints", "the checkpoint latest.pt", write)
     assert f"the last, the checkpoint latest.pt: {words.format(path=path)}" in str(stopped.value)
     assert [p.name for p in path.parent.iterdir()] == []
 
@@ -134,8 +134,8 @@ def test_a_save_that_failed_in_the_replay_actor_is_said_in_plain_words(caplog):
     path = "/runs/full/checkpoints/replay.npz"
     cause = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
     error = RayTaskError("save", "Traceback: ...", cause).as_instanceof_cause()
-    with caplog.at_level(logging.ERROR, logger="rayrl.storage"):
-        Storage(max_errors=3).failed("replay", f"the replay to {path}", error)
+    with caplog.at_level(logging.ERROR, logger="rayrl.run_writer"):
+        RunWriter(max_errors=3).failed("replay", f"the replay to {path}", error)
     (record,) = caplog.records
     assert record.getMessage().startswith(
         f"could not write the replay to {path}: No space left on the device holding {path} ("
@@ -223,10 +223,10 @@ def test_a_broken_line_of_a_jsonl_file_is_refused_naming_it(tmp_path, last):
 def test_once_the_run_ends_failed_writes_are_counted_and_said_not_raised(caplog):
     """The end of a run writes what it can: a save that reaches the limit there must not
     skip the final checkpoint."""
-    storage = Storage(max_errors=1, sleep=lambda s: None)
-    storage.end()
-    assert not storage.write("replay", "the replay", Flaky(ATTEMPTS))
-    assert storage.errors == 1
+    writer = RunWriter(max_errors=1, sleep=lambda s: None)
+    writer.end()
+    assert not writer.write("replay", "the replay", Flaky(ATTEMPTS))
+    assert writer.errors == 1
     assert "could not write the replay" in caplog.text
-    storage.succeeded("replay")
-    assert storage.errors_in_a_row == {"replay": 0}
+    writer.succeeded("replay")
+    assert writer.errors_in_a_row == {"replay": 0}
