@@ -39,7 +39,7 @@ from common import machine, pss_bytes, rss_bytes, run_processes
 
 from rayrl.checkpoint import load_checkpoint
 
-TARGETS = {"worker": "RolloutWorker", "learner": "LearnerService", "replay": "ExperienceService"}
+TARGETS = {"worker": "WorkerService", "learner": "LearnerService", "replay": "ExperienceService"}
 
 
 def start_run(workdir: Path, ray_tmp: Path, seconds: float, capacity: int) -> subprocess.Popen:

@@ -103,7 +103,7 @@ def machine() -> str:
 
 
 ROLES = (
-    "RolloutWorker",
+    "WorkerService",
     "LearnerService",
     "ExperienceService",
     "Evaluator",

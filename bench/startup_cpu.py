@@ -25,7 +25,7 @@ from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
 ROLES = (
-    "RolloutWorker",
+    "WorkerService",
     "LearnerService",
     "ExperienceService",
     "Evaluator",

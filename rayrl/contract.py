@@ -185,7 +185,8 @@ class StepProcessor(Protocol[K_co]):
 class ExperienceStore(Protocol[K_contra, B_co]):
     """Where chunks wait for the learner: a replay buffer with its samples-per-insert
     limit (off-policy), or a bounded queue of unrolls (on-policy). Never blocks: callers
-    that must wait (the Ray experience actor) wait on `can_insert` / `can_sample`."""
+    that must wait (the Ray experience actor) wait on `can_insert` / `can_sample`, dropping
+    stale items first (`drop_stale`), which may make room for inserts."""
 
     items_per_chunk: int
     """Items (transitions or unrolls) a worker chunk adds, about."""
@@ -196,7 +197,15 @@ class ExperienceStore(Protocol[K_contra, B_co]):
         """Insert a chunk; returns the items inserted."""
         ...
 
-    def can_sample(self, batch_size: int, num_batches: int, learner_version: int) -> bool: ...
+    def drop_stale(self, learner_version: int) -> int:
+        """Remove the items too old to learn from for a learner at `learner_version`
+        (on-policy: unrolls past `algorithm.max_policy_lag`; a replay keeps all) and
+        return how many; `sample` serves only what is left."""
+        ...
+
+    def can_sample(self, batch_size: int, num_batches: int, learner_version: int) -> bool:
+        """Whether `sample` can serve the request now (a query: it changes nothing)."""
+        ...
 
     def sample(self, batch_size: int, num_batches: int, learner_version: int) -> Sequence[B_co]: ...
 

@@ -99,11 +99,14 @@ class LocalRuntime:
             self.update_metrics[key].append(value)
 
     def _updates_while(self, condition: Any) -> float:
-        """Update while `condition()` holds; returns the seconds it took."""
+        """Update while `condition()` holds, the items too old for the learner dropped
+        before each check (which may make room for a chunk); returns the seconds it took."""
         start = time.perf_counter()
-        while condition():
+        while True:
+            self.store.drop_stale(self.learner.updates)
+            if not condition():
+                return time.perf_counter() - start
             self._update()
-        return time.perf_counter() - start
 
     def round(self) -> None:
         session, counters = self.session, self.session.counters

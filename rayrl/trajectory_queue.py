@@ -36,14 +36,15 @@ class TrajectoryQueue:
         self.inserted += len(chunk)
         return len(chunk)
 
-    def _drop_stale(self, learner_version: int) -> None:
+    def drop_stale(self, learner_version: int) -> int:
         oldest_allowed = learner_version - self.max_policy_lag
         fresh = [u for u in self._unrolls if u.policy_version >= oldest_allowed]
-        self.dropped += len(self._unrolls) - len(fresh)
+        dropped = len(self._unrolls) - len(fresh)
+        self.dropped += dropped
         self._unrolls = deque(fresh)
+        return dropped
 
     def can_sample(self, batch_size: int, num_batches: int, learner_version: int) -> bool:
-        self._drop_stale(learner_version)
         return len(self._unrolls) >= batch_size * num_batches
 
     def sample(self, batch_size: int, num_batches: int, learner_version: int) -> list[Unrolls]:

@@ -1,20 +1,17 @@
 """The rollout worker: a vector env, a CPU copy of the policy and a step processor.
 
-A plain class; the Ray runtime (`rayrl.ray`) makes it an actor, the local runtime calls it
-directly. In the Ray runtime `set_weights` runs in its own thread, beside a sample call in
-progress: while a chunk is being sampled it only drops the new weights into an inbox, and
-the sampling loop applies the newest ones before its next step; between chunks (a worker
-held back by the replay ratio waits there) it applies them at once. Sampling never waits
-for the learner, and a new version is in use from the env step after it arrives, not a
-whole chunk later (the Acme VariableClient idea, push-based). The weight-sync latency a
-worker reports is from the learner's publication to that moment.
+A plain class, with no threads or locks: the local runtime calls it directly, and the Ray
+runtime wraps it in its actor shell (`rayrl.ray.worker_service`), which takes weights that
+arrive during a sample call and hands them over before the next env step (`sample`'s
+`before_each_step`). The weight-sync latency a worker reports with a chunk is from the
+learner's publication to the moment the weights were in use, for every set of weights
+applied since the last chunk.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import deque
+from collections.abc import Callable
 
 import torch
 
@@ -51,66 +48,42 @@ class RolloutWorker:
         self.policy = parts.build_policy(algorithm, self.spec, acting)
         self.processor = parts.family.make_processor(algorithm, self.spec, workers.envs_per_worker)
         self.env.reset(seed=derive_seed(run_seed, "env", worker_index, incarnation))
-        self._inbox: deque[ModelInfo] = deque(maxlen=1)  # thread-safe; the newest wins
-        self._sampling = False
-        self._lock = threading.Lock()
-        """Guards `_sampling`: weights are applied by the sampling thread while it samples,
-        by the caller of `set_weights` otherwise."""
-        self._syncs_between_chunks: list[float] = []
-        """Latencies of weights applied between chunks, reported with the next chunk."""
+        self._sync_latencies: list[float] = []
+        """Latencies of the weights applied since the last chunk, reported with the next."""
 
     def set_weights(self, info: ModelInfo) -> None:
         """Act with these weights from the next env step on."""
-        with self._lock:
-            if self._sampling:
-                self._inbox.append(info)
-            else:
-                self._apply(info, self._syncs_between_chunks)
-
-    def _apply(self, info: ModelInfo, sync_latencies: list[float]) -> None:
         self.policy.set_weights(info)
         if info.published_at:
-            sync_latencies.append(time.time() - info.published_at)
+            self._sync_latencies.append(time.time() - info.published_at)
 
-    def _apply_new_weights(self, sync_latencies: list[float]) -> None:
-        try:
-            info = self._inbox.popleft()
-        except IndexError:
-            return
-        self._apply(info, sync_latencies)
-
-    def sample(self, run_env_steps: int = 0) -> tuple[Chunk, ChunkStats]:
+    def sample(
+        self, run_env_steps: int = 0, before_each_step: Callable[[], None] = lambda: None
+    ) -> tuple[Chunk, ChunkStats]:
         """Step every env `steps_per_chunk` times; returns the processor's chunk and stats.
 
         `run_env_steps` is the run's env-step count when the chunk was requested; it drives
-        exploration schedules.
+        exploration schedules. `before_each_step()` runs before every env step (the Ray
+        shell applies weights that arrived meanwhile there).
         """
-        with self._lock:
-            self._sampling = True
-            sync_latencies, self._syncs_between_chunks = self._syncs_between_chunks, []
         act_s = step_s = process_s = 0.0
         num_envs = self.env.num_envs
-        try:
-            for t in range(self.steps_per_chunk):
-                self._apply_new_weights(sync_latencies)
-                t0 = time.perf_counter()
-                out = self.policy.act(
-                    self.env.obs,
-                    self.env.episode_starts,
-                    explore=True,
-                    env_steps=run_env_steps + t * num_envs,
-                )
-                t1 = time.perf_counter()
-                step = self.env.step(out.actions, out.extras, out.state)
-                t2 = time.perf_counter()
-                self.processor.process(step, self.policy.version)
-                t3 = time.perf_counter()
-                act_s, step_s = act_s + t1 - t0, step_s + t2 - t1
-                process_s += t3 - t2
-        finally:
-            with self._lock:
-                self._sampling = False
-                self._apply_new_weights(self._syncs_between_chunks)  # came after the last step
+        for t in range(self.steps_per_chunk):
+            before_each_step()
+            t0 = time.perf_counter()
+            out = self.policy.act(
+                self.env.obs,
+                self.env.episode_starts,
+                explore=True,
+                env_steps=run_env_steps + t * num_envs,
+            )
+            t1 = time.perf_counter()
+            step = self.env.step(out.actions, out.extras, out.state)
+            t2 = time.perf_counter()
+            self.processor.process(step, self.policy.version)
+            t3 = time.perf_counter()
+            act_s, step_s = act_s + t1 - t0, step_s + t2 - t1
+            process_s += t3 - t2
         t0 = time.perf_counter()
         chunk = self.processor.flush()
         process_s += time.perf_counter() - t0
@@ -124,8 +97,9 @@ class RolloutWorker:
             act_s=act_s,
             step_s=step_s,
             process_s=process_s,
-            sync_latencies_s=sync_latencies,
+            sync_latencies_s=self._sync_latencies,
         )
+        self._sync_latencies = []
         return chunk, stats
 
     def close(self) -> None:

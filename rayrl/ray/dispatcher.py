@@ -145,10 +145,15 @@ class Supervisor(Protocol):
 
 class Deaths:
     """Routes an actor's death to the supervisor that runs the actor: a call to one actor
-    can fail because another died (a chunk's worker, the store a learner samples from)."""
+    can fail because another died (a chunk's worker, the store a learner samples from).
+    Every supervisor hands it errors; the driver, which makes the supervisors, says which
+    ones it routes to (`route_to`)."""
 
     def __init__(self) -> None:
-        self.supervisors: list[Supervisor] = []
+        self.supervisors: tuple[Supervisor, ...] = ()
+
+    def route_to(self, *supervisors: Supervisor) -> None:
+        self.supervisors = supervisors
 
     def handle(self, error: BaseException) -> bool:
         """True when `error` was an actor's death: its supervisor has dealt with it (or the

@@ -1,12 +1,15 @@
 """The driver: a small event loop over the futures dispatcher and one supervisor per kind of
 actor (rollout workers, learners, the experience store, the evaluator).
 
-It holds no experience and no tensors. Each round it lets every supervisor submit its work
-(chunks, updates), asks for an evaluation or a checkpoint when the session says one is due,
-and dispatches whatever calls finished; the supervisors own their actors' lives, restart
-policies and timeouts. New weights flow learner -> driver (a reference it owns) -> every
-worker. How the run stops and ends is `rayrl.run_lifecycle`'s; this module supplies the Ray
-side of it (`RunEnd`).
+It holds no experience and no tensors. It makes the supervisors and wires them, in one
+place: each gets the run's `SupervisorContext` (`rayrl.ray.context`) and the supervisors it
+asks (workers and learners ask the store's for its actor), and its `Deaths` routes to all
+four. Each round it lets every supervisor submit its work (weights, chunks, updates), asks
+for an evaluation or a checkpoint when the session says one is due, and dispatches whatever
+calls finished; the supervisors own their actors' lives, restart budgets and timeouts. New
+weights flow learner -> `PublishedWeights` (a reference the driver owns) -> every worker, the
+evaluator and the checkpoints. How the run stops and ends is `rayrl.run_lifecycle`'s; this
+module supplies the Ray side of it (`RunEnd`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from rayrl.algorithms import ALGORITHMS
 from rayrl.checkpoint import load_checkpoint, to_torch_tree, warm_start
 from rayrl.config import Config
 from rayrl.core import EvalResult, ModelInfo, StoreStats
+from rayrl.ray.context import SupervisorContext
 from rayrl.ray.dispatcher import Deaths, Dispatcher
 from rayrl.ray.evaluator import EvaluatorSupervisor
 from rayrl.ray.factory import ActorFactory
@@ -68,48 +72,32 @@ class RayDriver:
         self.dispatcher = dispatcher if dispatcher is not None else Dispatcher()
         family = ALGORITHMS[config.algorithm.name].family
         self.persist = family.persists(config.algorithm)
-        stats, counters = session.metrics, session.counters
-        self.deaths = deaths = Deaths()
-        faults = config.faults
-        self.store = StoreSupervisor(
+        self.deaths = Deaths()
+        context = SupervisorContext(
             factory,
             self.dispatcher,
-            deaths,
-            family.store,
-            stats,
-            self._saved_buffer,
-            faults,
-            on_save_failed=session.writer.failed,
-            on_saved=session.writer.succeeded,
+            self.deaths,
+            config.faults,
+            session.counters,
+            session.metrics,
         )
+        self.weights = context.weights
+        self.store = StoreSupervisor(context, family.store, session.writer, self._saved_buffer)
         self.workers = WorkerSupervisor(
-            factory,
-            self.dispatcher,
-            deaths,
+            context,
             self.store,
             config.workers,
-            faults,
-            counters,
-            stats,
             chunk_env_steps=family.chunk_steps(config.algorithm) * config.workers.envs_per_worker,
             total_env_steps=config.run.total_env_steps,
         )
         self.learners = LearnerSupervisor(
-            factory,
-            self.dispatcher,
-            deaths,
+            context,
             self.store,
-            faults,
-            counters,
-            stats,
             sync_interval=config.learner.sync_interval,
             restore_point=self._restore_point,
-            publish=self.workers.publish,
-            on_placement=self._on_placement,
         )
-        self.evaluator = EvaluatorSupervisor(
-            factory, self.dispatcher, deaths, stats, config.run.eval_timeout_s, faults
-        )
+        self.evaluator = EvaluatorSupervisor(context, config.run.eval_timeout_s)
+        self.deaths.route_to(self.store, self.workers, self.learners, self.evaluator)
         self._checkpoint_ref: Any = None
         """The learner state asked for the periodic checkpoint under way, if any."""
 
@@ -145,22 +133,6 @@ class RayDriver:
             return LearnerStart(state=self.resume["learner"]), "the state the run resumed from"
         return LearnerStart(warm_start=self._warm_start()), "scratch (no checkpoint yet)"
 
-    def _on_placement(self, placement: dict[str, str]) -> None:
-        self.session.placement["learner"] = placement
-        device = placement["device"]
-        logger.info(
-            "learner actor on node %s: torch device %s, %g GPU(s) requested from Ray%s",
-            placement["node_id"][:12],
-            device,
-            self.factory.learner_gpus,
-            "" if device.startswith("cuda") else " (torch sees no CUDA device: training on CPU)",
-        )
-
-    @property
-    def latest_info(self) -> Any:
-        """A reference to the newest published `ModelInfo` (None before the first)."""
-        return self.workers.latest_info
-
     # ---- the loop ----------------------------------------------------------------------------
 
     def run(self) -> TrainResult:
@@ -171,12 +143,13 @@ class RayDriver:
             self._kill_actors()  # also when the loop fails: no actor outlives its run
 
     def step(self) -> None:
+        self.workers.send_weights()
         self.workers.request_chunks()
         self.learners.request_updates()
         session = self.session
         if not self.evaluator.started and session.metrics.started_up:
             self.evaluator.start()
-        if self.latest_info is not None:  # the learner has published its first weights
+        if self.weights.available:  # the learner has published its first weights
             if session.eval_due() and self.evaluator.available and not self.evaluator.pending:
                 self._request_eval()
             if session.checkpoint_due() and not self._checkpoint_pending:
@@ -194,7 +167,7 @@ class RayDriver:
 
     def _request_eval(self) -> None:
         self.session.eval_started()
-        info = self.latest_info if self.latest_info is not None else self.learners.weights()
+        info = self.weights.info if self.weights.available else self.learners.weights()
         env_steps = self.session.counters.env_steps
 
         def on_result(result: EvalResult) -> None:
@@ -223,7 +196,7 @@ class RayDriver:
             if best:
                 logger.warning("best checkpoint skipped: the learner is being restored")
             return
-        policy = policy if policy is not None else self.latest_info
+        policy = policy if policy is not None else self.weights.info
         state_ref = self.learners.state()
         env_steps = self.session.counters.env_steps  # the checkpoint's, and its replay's
         if periodic:
@@ -252,6 +225,8 @@ class RayDriver:
 
     def stop_sampling(self) -> None:
         """No more chunks or updates; the learner finishes the calls it has."""
+        if self.learners.placement is not None:  # for the run's result
+            self.session.placement["learner"] = self.learners.placement
         self.workers.stop()
         self.learners.stop()
         self.store.stop()
@@ -299,7 +274,7 @@ class RayDriver:
             self.store.save(self.session.run_dir.replay_path, env_steps, replay_saved.append)
         if len(self.learners.handles) > 1:
             self._check_learners_agree(deadline)
-        info = self.latest_info if self.latest_info is not None else self.learners.weights()
+        info = self.weights.info if self.weights.available else self.learners.weights()
         fetched = self._fetch([self.learners.state(), info], deadline)
         if isinstance(fetched, str):
             logger.error("could not write the final checkpoint: %s", fetched)

@@ -3,7 +3,7 @@ never pausing training, one at a time. The driver starts the actor once the run 
 started up (its first chunk is in), so that its process does not take the cores from the
 workers and the learner while they start. An evaluation that fails, or takes longer than
 `run.eval_timeout_s` (a hung env, or a stopped process, must not silently stop evaluation),
-replaces the actor, under its restart policy (`faults.evaluator_restarts` within the
+replaces the actor, under its restart budget (`faults.evaluator_restarts` within the
 window, with backoff); an error in its constructor stops the run (it would recur at every
 restart).
 
@@ -16,40 +16,32 @@ other actor: the weights it gets were published, so they exist already."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
-from rayrl.config import FaultsConfig
 from rayrl.core import EvalResult
 from rayrl.errors import RunFailedError
-from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
-from rayrl.ray.factory import ActorFactory
+from rayrl.ray.context import SupervisorContext
+from rayrl.ray.dispatcher import Life, actor_id
 from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
-from rayrl.run_metrics import RunMetrics
 
 logger = logging.getLogger(__name__)
 
 
 class EvaluatorSupervisor:
-    def __init__(
-        self,
-        factory: ActorFactory,
-        dispatcher: Dispatcher,
-        deaths: Deaths,
-        metrics: RunMetrics,
-        timeout_s: float,
-        faults: FaultsConfig,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.factory = factory
-        self.dispatcher = dispatcher
-        self.deaths = deaths
-        self.metrics = metrics
+    def __init__(self, context: SupervisorContext, timeout_s: float) -> None:
+        """`timeout_s`: the longest one evaluation may take (`run.eval_timeout_s`)."""
+        self.factory = context.factory
+        self.dispatcher = context.dispatcher
+        self.deaths = context.deaths
+        self.metrics = context.metrics
         self.timeout_s = timeout_s
+        faults = context.faults
         self.start_timeout_s = faults.start_timeout_s
-        self.clock = clock
-        self.restarts = RestartBudget.of("the evaluator", faults.evaluator_restarts, faults, clock)
+        self.clock = context.clock
+        self.restarts = RestartBudget.of(
+            "the evaluator", faults.evaluator_restarts, faults, self.clock
+        )
         self.handle: Any = None
         """The running actor; None while its replacement waits."""
         self.restart_at: float | None = None
@@ -63,7 +55,6 @@ class EvaluatorSupervisor:
         self.created_at = 0.0
         self.ready_at: float | None = None
         """When the running actor finished its constructor; None before."""
-        deaths.supervisors.append(self)
 
     def start(self) -> None:
         self.started = True

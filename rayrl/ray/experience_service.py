@@ -70,11 +70,9 @@ class ExperienceService:
         def ready() -> bool:
             if self._stopped:
                 return True
-            size = self.store.stats().size
-            can = self.store.can_sample(batch_size, num_batches, learner_version)
-            if self.store.stats().size != size:  # it dropped stale items: room for adders
-                self._changed.notify_all()
-            return can
+            if self.store.drop_stale(learner_version):
+                self._changed.notify_all()  # room for the adders that wait on a full store
+            return self.store.can_sample(batch_size, num_batches, learner_version)
 
         with self._changed:
             self._changed.wait_for(ready)

@@ -1,8 +1,8 @@
 """The one place where rayrl's plain classes become Ray actors, with their Ray options.
 
-- `RolloutWorker` -> a worker actor per `workers.num_workers`, `workers.cpus_per_worker` CPUs
-  each, spread over the cluster; `set_weights` runs in its own concurrency group, beside a
-  sample call in progress;
+- `WorkerService` (a `RolloutWorker` in its shell) -> a worker actor per
+  `workers.num_workers`, `workers.cpus_per_worker` CPUs each, spread over the cluster;
+  `set_weights` runs in its own concurrency group, beside a sample call in progress;
 - `ExperienceService` -> the experience actor (replay buffer or unroll queue), on the
   driver's node: always when it is saved with checkpoints (`algorithm.replay.
   save_with_checkpoint`: it writes and reads the replay in the run directory, which is on the
@@ -39,7 +39,7 @@ from rayrl.ray.launch import learner_cpus
 from rayrl.ray.learner_service import LearnerService, LearnerStart
 from rayrl.ray.placement import Placement
 from rayrl.ray.restarts import constructor_error, one_line
-from rayrl.worker import RolloutWorker
+from rayrl.ray.worker_service import WorkerService
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class ActorFactory:
             # sample calls run one at a time; set_weights runs beside them, in its own group
             ray.remote(  # type: ignore[call-overload]  # Ray's overloads omit concurrency_groups
                 concurrency_groups={"weights": 1}
-            )(RolloutWorker)
+            )(WorkerService)
             .options(
                 name=self._name(f"worker-{index}", incarnation),
                 num_cpus=config.workers.cpus_per_worker,

@@ -9,7 +9,7 @@ so this process owns it and it outlives a learner crash.
 A dead learner (any of them) is restored, with its peers, from the latest checkpoint (or
 the state the run was resumed from, or afresh before the first checkpoint): peers of a dead
 learner cannot go on alone, since they all-reduce with it. Restores follow the learner's
-restart policy (`faults.learner_restarts` within the window, with backoff). An error in the
+restart budget (`faults.learner_restarts` within the window, with backoff). An error in the
 learner's constructor (a checkpoint whose state does not load) and a learner that Ray
 cannot place within `faults.start_timeout_s` (no node has the GPU it asks for) stop the
 run: they would recur at every restore.
@@ -36,27 +36,18 @@ progress, what its training thread does. The group is hung when
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from rayrl.config import FaultsConfig
 from rayrl.errors import RunFailedError
-from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
-from rayrl.ray.factory import (
-    CAPACITY_NOTICE_S,
-    ActorFactory,
-    is_placed,
-    learners_not_placed,
-    learners_waiting,
-)
+from rayrl.ray.context import SupervisorContext
+from rayrl.ray.dispatcher import Life, actor_id
+from rayrl.ray.factory import CAPACITY_NOTICE_S, learners_not_placed, learners_waiting
 from rayrl.ray.learner_service import LearnerPulse, LearnerReport, LearnerStart
 from rayrl.ray.probe import Probe
 from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
 from rayrl.ray.store import StoreSupervisor
-from rayrl.run_metrics import RunMetrics
-from rayrl.session import Counters
 
 logger = logging.getLogger(__name__)
 
@@ -66,39 +57,29 @@ CALLS_IN_FLIGHT = 2
 class LearnerSupervisor:
     def __init__(
         self,
-        factory: ActorFactory,
-        dispatcher: Dispatcher,
-        deaths: Deaths,
+        context: SupervisorContext,
         store: StoreSupervisor,
-        faults: FaultsConfig,
-        counters: Counters,
-        metrics: RunMetrics,
         *,
         sync_interval: int,
         restore_point: Callable[[], tuple[LearnerStart, str]],
-        publish: Callable[..., None],
-        on_placement: Callable[[dict[str, str]], None],
-        clock: Callable[[], float] = time.monotonic,
-        placed: Callable[[Any], bool] = is_placed,
     ) -> None:
-        """`restore_point()` gives where restored learners start from and a description of it
-        for the log; `publish(info, version, rollback=...)` hands new weights on (a reference
-        to a `ModelInfo`; `rollback` after a restore); `on_placement` hears where the learner
-        runs; `placed(handle)` whether Ray has given an actor a process."""
-        self.factory = factory
-        self.dispatcher = dispatcher
-        self.deaths = deaths
+        """The learners sample from `store`'s actor (and from its replacement once it has
+        one); they publish new weights into `context.weights` every `sync_interval`
+        updates; `restore_point()` gives where restored learners start from and a
+        description of it for the log."""
+        self.factory = context.factory
+        self.dispatcher = context.dispatcher
+        self.deaths = context.deaths
         self.store = store
-        self.counters = counters
-        self.metrics = metrics
+        self.counters = context.counters
+        self.metrics = context.metrics
+        self.weights_out = context.weights
         self.sync_interval = sync_interval
         self.restore_point = restore_point
-        self.publish = publish
-        self.on_placement = on_placement
-        self.clock = clock
-        self.placed = placed
-        self.faults = faults
-        self.restarts = RestartBudget.of("the learner", faults.learner_restarts, faults, clock)
+        self.clock = context.clock
+        self.placed = context.placed
+        self.faults = faults = context.faults
+        self.restarts = RestartBudget.of("the learner", faults.learner_restarts, faults, self.clock)
         self.handles: list[Any] = []
         """The running learners (none while a restore waits)."""
         self.started = False
@@ -117,8 +98,10 @@ class LearnerSupervisor:
         self.calls = 0
         """`train` calls of the first learner not yet returned."""
         self.stopped = False
-        deaths.supervisors.append(self)
-        store.on_replaced.append(self._use_store)
+        self.placement: dict[str, str] | None = None
+        """Where the first learner runs (its node and torch device), once it has started."""
+        self._store_in_use: Any = None
+        """The store actor the running learners sample from."""
 
     @property
     def first(self) -> Any:
@@ -126,7 +109,8 @@ class LearnerSupervisor:
         return self.handles[0]
 
     def start(self, start: LearnerStart, rollback: bool = False) -> None:
-        self.handles = self.factory.learners(self.store.handle, start, self.incarnation)
+        self._store_in_use = self.store.handle
+        self.handles = self.factory.learners(self._store_in_use, start, self.incarnation)
         self.probes = [Probe(self.dispatcher, self.clock) for _ in self.handles]
         self.pulses = [None] * len(self.handles)
         self.started = False
@@ -142,7 +126,7 @@ class LearnerSupervisor:
         weights = self.first.weights.remote()
         self.dispatcher.submit(
             weights,
-            lambda _: self.publish(weights, version, rollback=rollback),
+            lambda _: self.weights_out.publish(weights, version, rollback=rollback),
             lambda _: None,
             self.life,
         )
@@ -159,13 +143,22 @@ class LearnerSupervisor:
 
     def _on_started(self, placement: dict[str, str]) -> None:
         self.started = True
-        self.on_placement(placement)
+        self.placement = placement
+        device = placement["device"]
+        logger.info(
+            "learner actor on node %s: torch device %s, %g GPU(s) requested from Ray%s",
+            placement["node_id"][:12],
+            device,
+            self.factory.learner_gpus,
+            "" if device.startswith("cuda") else " (torch sees no CUDA device: training on CPU)",
+        )
 
     def request_updates(self) -> None:
         """Keep `CALLS_IN_FLIGHT` `train` calls queued on every learner (none while a restore
         or the store's restart waits)."""
         if not self.handles or self.store.handle is None:
             return
+        self._follow_store()
         while not self.stopped and self.calls < CALLS_IN_FLIGHT:
             for rank, learner in enumerate(self.handles):
                 report, info = learner.train.options(num_returns=2).remote(self.sync_interval)
@@ -187,7 +180,7 @@ class LearnerSupervisor:
                     report.sampled,
                     report.nonfinite,
                 )
-                self.publish(info, report.total_updates, rollback=False)
+                self.weights_out.publish(info, report.total_updates)
 
         return on_report
 
@@ -214,7 +207,7 @@ class LearnerSupervisor:
 
     def _restore(self, cause: str) -> None:
         """Kill every learner (peers of a dead learner cannot go on alone) and schedule their
-        restore under the restart policy (which may stop the run)."""
+        restore under the restart budget (which may stop the run)."""
         self._kill()
         if self.stopped:
             return
@@ -253,6 +246,7 @@ class LearnerSupervisor:
             return
         if not self.handles or self.stopped:
             return
+        self._follow_store()
         if not self.started:
             if now - self.created_at > self.faults.start_timeout_s:
                 self._not_started(now)
@@ -316,7 +310,13 @@ class LearnerSupervisor:
         logger.warning("the learner did not start within %.0f s: restoring it", waited)
         self._restore("it did not start (faults.start_timeout_s)")
 
-    def _use_store(self, handle: Any) -> None:
+    def _follow_store(self) -> None:
+        """Point the learners at the store's new actor once its supervisor has replaced it
+        (they wait for batches until then)."""
+        handle = self.store.handle
+        if not self.handles or handle is None or handle is self._store_in_use:
+            return
+        self._store_in_use = handle
         for learner in self.handles:
             learner.set_store.remote(handle)
 

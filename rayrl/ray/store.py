@@ -1,12 +1,12 @@
 """The experience store's supervisor: the replay (or unroll queue) actor's life.
 
-It creates the actor (refilled from the buffer saved with the last checkpoint, when there
-is one), keeps its stats fresh for the metrics, re-creates it when it dies, does not
-start or hangs, under its restart policy (`faults.store_restarts` within the window, with
-backoff), logging what was lost and telling the learners where the new one is, and stops
-it at the end of a run, which releases every caller waiting on it. An error in its
-constructor (a saved buffer that does not load) stops the run: it would recur at every
-restart.
+It creates the actor (refilled from the buffer saved with the last checkpoint, when there is
+one), keeps its stats fresh for the metrics, re-creates it when it dies, does not start or
+hangs, under its restart budget (`faults.store_restarts` within the window, with backoff),
+logging what was lost (the learners' supervisor sees the new `handle` and points its
+learners at it), and stops it at the end of a run, which releases every caller waiting on
+it. An error in its constructor (a saved buffer that does not load) stops the run: it would
+recur at every restart.
 
 Hangs. Every call that does work waits for the store's lock, which a save of a large
 replay holds for long, so the actor is probed (`rayrl.ray.probe`) with `ping`, which takes
@@ -22,20 +22,18 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rayrl.config import FaultsConfig
 from rayrl.contract import StoreKind
 from rayrl.core import StoreStats
 from rayrl.errors import RunFailedError
-from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
-from rayrl.ray.factory import ActorFactory
+from rayrl.ray.context import SupervisorContext
+from rayrl.ray.dispatcher import Life, actor_id
 from rayrl.ray.probe import Probe
 from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
-from rayrl.run_metrics import RunMetrics
+from rayrl.run_writer import RunWriter
 
 logger = logging.getLogger(__name__)
 
@@ -43,32 +41,25 @@ logger = logging.getLogger(__name__)
 class StoreSupervisor:
     def __init__(
         self,
-        factory: ActorFactory,
-        dispatcher: Dispatcher,
-        deaths: Deaths,
+        context: SupervisorContext,
         kind: StoreKind,
-        metrics: RunMetrics,
+        writer: RunWriter,
         restore_from: Callable[[], Path | None],
-        faults: FaultsConfig,
-        on_save_failed: Callable[[str, str, BaseException], None],
-        on_saved: Callable[[str], None] = lambda kind: None,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`restore_from()` names the saved buffer to refill a new actor from, or None;
-        `on_save_failed(kind, what, error)` hears of a save that failed (a write error),
-        `on_saved(kind)` of one that succeeded."""
-        self.factory = factory
-        self.dispatcher = dispatcher
-        self.deaths = deaths
+        """`writer` counts the saves of the store, which its actor writes, with the run
+        directory's other writes; `restore_from()` names the saved buffer to refill a new
+        actor from, or None."""
+        self.factory = context.factory
+        self.dispatcher = context.dispatcher
+        self.deaths = context.deaths
         self.kind = kind
-        self.metrics = metrics
+        self.metrics = context.metrics
+        self.writer = writer
         self.restore_from = restore_from
-        self.faults = faults
-        self.on_save_failed = on_save_failed
-        self.on_saved = on_saved
-        self.clock = clock
+        self.faults = faults = context.faults
+        self.clock = context.clock
         self.restarts = RestartBudget.of(
-            f"the {kind.namespace} actor", faults.store_restarts, faults, clock
+            f"the {kind.namespace} actor", faults.store_restarts, faults, self.clock
         )
         self.handle: Any = None
         """The running actor; None while its restart waits."""
@@ -79,8 +70,6 @@ class StoreSupervisor:
         """Numbers the actor's name; `life` guards its calls."""
         self.latest: StoreStats | None = None
         """The stats of the last stats call (None until one returns)."""
-        self.on_replaced: list[Callable[[Any], None]] = []
-        """Called with the new actor after a replacement (the learners sample from it)."""
         self._stats_life: Life | None = None
         self._stats_asked_at = 0.0
         self._saves_pending = 0
@@ -89,8 +78,7 @@ class StoreSupervisor:
         self.created_at = 0.0
         self.ready_at: float | None = None
         """When the running actor finished its constructor; None before."""
-        self.probe = Probe(dispatcher, clock)
-        deaths.supervisors.append(self)
+        self.probe = Probe(self.dispatcher, self.clock)
 
     def start(self) -> None:
         self._use(self.factory.experience(self.restore_from()))
@@ -132,7 +120,7 @@ class StoreSupervisor:
         self._saves_pending = 0  # the dead actor's saves will never answer
 
     def _replace(self, cause: str) -> None:
-        """Kill the actor and schedule a new one under the restart policy (which may stop
+        """Kill the actor and schedule a new one under the restart budget (which may stop
         the run)."""
         self._kill()
         if self.stopped:
@@ -163,8 +151,6 @@ class StoreSupervisor:
         self._use(self.factory.experience(restore, self.incarnation))
         if restore is not None:
             logger.warning("the new %s actor is refilled from %s", self.kind.namespace, restore)
-        for listener in self.on_replaced:
-            listener(self.handle)
 
     def watch(self) -> None:
         """Re-create the actor when due; probe it; replace it when it does not start or
@@ -232,9 +218,8 @@ class StoreSupervisor:
 
     def save(self, path: Path, env_steps: int, done: Callable[[bool], None] | None = None) -> None:
         """Write the store beside the checkpoint at `env_steps`, stamped with that count
-        (only the end of a run waits for it, on `saving`; a failure is a write error,
-        reported to `on_save_failed`, a success to `on_saved`); `done(saved)` hears how
-        this save ended."""
+        (only the end of a run waits for it, on `saving`; the run writer counts a failure
+        as a write error, and a success); `done(saved)` hears how this save ended."""
         if self.handle is None:
             logger.warning("the %s is not saved: its actor is restarting", self.kind.namespace)
             return
@@ -243,7 +228,7 @@ class StoreSupervisor:
         def saved(_: int) -> None:
             self._saves_pending -= 1
             self._saved_at = self.clock()
-            self.on_saved(self.kind.namespace)
+            self.writer.succeeded(self.kind.namespace)
             if done is not None:
                 done(True)
 
@@ -254,7 +239,7 @@ class StoreSupervisor:
                 done(False)
             if not self.deaths.handle(error):
                 what = f"the {self.kind.namespace} to {path}"
-                self.on_save_failed(self.kind.namespace, what, error)
+                self.writer.failed(self.kind.namespace, what, error)
 
         self.dispatcher.submit(self.handle.save.remote(path, env_steps), saved, failed, self.life)
 

@@ -15,7 +15,7 @@ reference, at most one update queued per worker, in its own concurrency group so
 sample call in progress picks them up at its next env step.
 
 Failures: a dead worker is replaced (and handed the newest weights) under its slot's
-restart policy (`faults.worker_restarts` within `faults.restart_window_s`, with backoff); a
+restart budget (`faults.worker_restarts` within `faults.restart_window_s`, with backoff); a
 worker that has started but delivers no chunk for `workers.sample_timeout_s` while asked
 for one is killed and replaced; an error in a worker's constructor stops the run with that
 error (it would recur at every restart).
@@ -30,20 +30,17 @@ stops.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rayrl.config import FaultsConfig, WorkersConfig
+from rayrl.config import WorkersConfig
 from rayrl.core import ChunkStats
 from rayrl.errors import RunFailedError
-from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, actor_id
-from rayrl.ray.factory import CAPACITY_NOTICE_S, ActorFactory, is_placed
+from rayrl.ray.context import SupervisorContext
+from rayrl.ray.dispatcher import Life, actor_id
+from rayrl.ray.factory import CAPACITY_NOTICE_S
 from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
 from rayrl.ray.store import StoreSupervisor
-from rayrl.run_metrics import RunMetrics
-from rayrl.session import Counters
 
 logger = logging.getLogger(__name__)
 
@@ -76,41 +73,33 @@ class WorkerSlot:
 class WorkerSupervisor:
     def __init__(
         self,
-        factory: ActorFactory,
-        dispatcher: Dispatcher,
-        deaths: Deaths,
+        context: SupervisorContext,
         store: StoreSupervisor,
         settings: WorkersConfig,
-        faults: FaultsConfig,
-        counters: Counters,
-        metrics: RunMetrics,
         *,
         chunk_env_steps: int,
         total_env_steps: int,
-        clock: Callable[[], float] = time.monotonic,
-        placed: Callable[[Any], bool] = is_placed,
     ) -> None:
-        """`placed(handle)` says whether Ray has given an actor a process (one that it has
-        not waits for capacity, which is not a failure)."""
-        self.factory = factory
-        self.dispatcher = dispatcher
-        self.deaths = deaths
+        """The workers' chunks go to `store`'s actor; they act with the newest weights of
+        `context.weights`; `chunk_env_steps` is what one chunk adds to the run's env steps,
+        which stop at `total_env_steps`."""
+        self.factory = context.factory
+        self.dispatcher = context.dispatcher
+        self.deaths = context.deaths
         self.store = store
         self.settings = settings
-        self.faults = faults
-        self.counters = counters
-        self.metrics = metrics
+        self.faults = context.faults
+        self.counters = context.counters
+        self.metrics = context.metrics
+        self.weights = context.weights
         self.chunk_env_steps = chunk_env_steps
         self.total_env_steps = total_env_steps
-        self.clock = clock
-        self.placed = placed
+        self.clock = context.clock
+        self.placed = context.placed
         self.slots: list[WorkerSlot] = []
         self.stopped = False
         self._none_running_since: float | None = None
-        self.latest_info: Any = None
-        """A reference to the newest published `ModelInfo` (None before the first)."""
-        self.latest_version = -1
-        deaths.supervisors.append(self)
+        self._rollbacks_seen = 0
 
     def start(self) -> None:
         """Create every worker at once: their processes start in parallel."""
@@ -186,7 +175,7 @@ class WorkerSupervisor:
             return  # so that the final checkpoint, its replay and the metrics agree on it
         self.counters.env_steps += stats.env_steps
         self.counters.episodes += len(stats.episode_returns)
-        self.metrics.add_chunk(stats, max(self.latest_version, 0))
+        self.metrics.add_chunk(stats, max(self.weights.version, 0))
 
     def _on_chunk_added(self, slot: WorkerSlot, life: Life, inserted: int) -> None:
         self.metrics.add_inserted(inserted)
@@ -336,26 +325,29 @@ class WorkerSupervisor:
 
     # ---- weights -----------------------------------------------------------------------------
 
-    def publish(self, info: Any, version: int, *, rollback: bool = False) -> None:
-        """New, ready weights: hand the one reference to every worker that can take it.
-        `rollback` (a restored learner) lets workers take a version older than theirs."""
-        self.latest_info, self.latest_version = info, version
-        for slot in self.slots:
-            if rollback:
+    def send_weights(self) -> None:
+        """Hand the newest published weights (one reference) to every worker that lacks
+        them; after a restored learner published (a rollback), workers take them even
+        where they are older than their own."""
+        if self.weights.rollbacks != self._rollbacks_seen:
+            self._rollbacks_seen = self.weights.rollbacks
+            for slot in self.slots:
                 slot.weights_version = -1
+        for slot in self.slots:
             self._send_weights(slot)
 
     def _send_weights(self, slot: WorkerSlot) -> None:
         """Queue the newest weights behind the worker's chunks, one update at a time."""
-        if self.latest_info is None or slot.weights_pending:
+        weights = self.weights
+        if not weights.available or slot.weights_pending or slot.restart_at is not None:
             return
-        if slot.weights_version >= self.latest_version:
+        if slot.weights_version >= weights.version:
             return
         slot.weights_pending = True
-        slot.weights_version = self.latest_version
+        slot.weights_version = weights.version
         # its own concurrency group: it runs beside a sample call in progress, which picks
         # the weights up at its next step
-        ref = slot.handle.set_weights.options(concurrency_group="weights").remote(self.latest_info)
+        ref = slot.handle.set_weights.options(concurrency_group="weights").remote(weights.info)
         self.dispatcher.submit(
             ref,
             lambda _: self._on_weights_applied(slot),

@@ -36,6 +36,10 @@ class ReplayStore:
         self.limiter.record_insert(len(chunk))
         return len(chunk)
 
+    def drop_stale(self, learner_version: int) -> int:
+        """Replay learns from old transitions by design: nothing is stale."""
+        return 0
+
     def can_sample(self, batch_size: int, num_batches: int, learner_version: int) -> bool:
         return self.limiter.can_sample(batch_size * num_batches, len(self.buffer))
 

@@ -78,7 +78,7 @@ class Owner:
 def test_deaths_go_to_the_supervisor_of_the_dead_actor():
     deaths = Deaths()
     workers, store = Owner("worker"), Owner("store")
-    deaths.supervisors += [workers, store]
+    deaths.route_to(workers, store)
     assert deaths.handle(RayActorError(actor_id="store"))
     assert store.died == ["store"]
     assert workers.died == []

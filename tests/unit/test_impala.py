@@ -78,7 +78,11 @@ def test_queue_is_bounded_fifo_and_drops_stale_unrolls():
     queue.add(unrolls(version=0))
     queue.add(unrolls(version=10))
     assert not queue.can_insert(1)  # full: the Ray service makes workers wait
-    assert queue.can_sample(2, 1, learner_version=12)  # the version-0 unrolls are stale
+    assert queue.can_sample(4, 1, learner_version=12)  # a query: nothing is dropped by it
+    assert queue.stats().size == 4
+    assert queue.drop_stale(learner_version=12) == 2  # the version-0 unrolls
+    assert queue.can_sample(2, 1, learner_version=12)
+    assert not queue.can_sample(3, 1, learner_version=12)
     stats = queue.stats()
     assert (stats.size, stats.dropped) == (2, 2)
     (batch,) = queue.sample(2, 1, learner_version=12)

@@ -14,6 +14,7 @@ from rayrl.config import FaultsConfig, WorkersConfig
 from rayrl.contract import StoreKind
 from rayrl.core import ChunkStats, EvalResult, StoreStats
 from rayrl.errors import RunFailedError
+from rayrl.ray.context import SupervisorContext
 from rayrl.ray.dispatcher import Deaths, Dispatcher
 from rayrl.ray.evaluator import EvaluatorSupervisor
 from rayrl.ray.factory import CAPACITY_NOTICE_S, ActorFactory
@@ -23,10 +24,23 @@ from rayrl.ray.probe import PROBE_INTERVAL_S
 from rayrl.ray.store import StoreSupervisor
 from rayrl.ray.workers import WorkerSupervisor
 from rayrl.run_metrics import RunMetrics
+from rayrl.run_writer import RunWriter
 from rayrl.session import Counters
 from tests.fake_ray import FakeFactory, FakeRay, task_error
 
 KIND = StoreKind(namespace="replay", items="transitions", drops_stale=False)
+
+
+class RecordingWriter(RunWriter):
+    """The run writer, with the failed writes it was told of."""
+
+    def __init__(self) -> None:
+        super().__init__(max_errors=100)
+        self.failures: list[str] = []
+
+    def failed(self, kind: str, what: str, error: BaseException) -> None:
+        self.failures.append(what)
+        super().failed(kind, what, error)
 
 
 class Clock:
@@ -57,21 +71,35 @@ class World:
         self.factory = FakeFactory(num_learners=self.num_learners)
         self.metrics = RunMetrics(self.num_workers, KIND)
         self.counters = Counters()
-        self.save_failures: list = []
-        self.store = StoreSupervisor(
+        self.context = SupervisorContext(
             self.factory,
             self.dispatcher,
             self.deaths,
-            KIND,
-            self.metrics,
-            lambda: self.restore,
             self.faults,
-            on_save_failed=lambda kind, what, error: self.save_failures.append(what),
+            self.counters,
+            self.metrics,
             clock=self.clock,
+            placed=self.placed,
+        )
+        self.weights = self.context.weights
+        self.writer = RecordingWriter()
+        self.supervisors: list = []
+        self.store = self.supervise(
+            StoreSupervisor(self.context, KIND, self.writer, lambda: self.restore)
         )
         self.store.start()
         if self.store_started:
             self.ready(self.store.handle)
+
+    def supervise(self, supervisor):
+        """Route deaths to `supervisor` too, as the driver does for the four it makes."""
+        self.supervisors.append(supervisor)
+        self.deaths.route_to(*self.supervisors)
+        return supervisor
+
+    @property
+    def save_failures(self) -> list[str]:
+        return self.writer.failures
 
     def ready(self, actor) -> None:
         """The actor's constructor finishes."""
@@ -87,20 +115,13 @@ class World:
     def workers(self, total_env_steps: int = 10**9, **settings) -> WorkerSupervisor:
         config = WorkersConfig(num_workers=self.num_workers, **settings)
         supervisor = WorkerSupervisor(
-            self.factory,
-            self.dispatcher,
-            self.deaths,
+            self.context,
             self.store,
             config,
-            self.faults,
-            self.counters,
-            self.metrics,
             chunk_env_steps=64,
             total_env_steps=total_env_steps,
-            clock=self.clock,
-            placed=self.placed,
         )
-        supervisor.start()
+        self.supervise(supervisor).start()
         return supervisor
 
     def start(self, workers: WorkerSupervisor) -> None:
@@ -194,7 +215,8 @@ def test_a_dead_worker_is_replaced_and_its_late_results_are_dropped():
     workers = world.workers(max_chunks_in_flight=2)
     world.start(workers)
     workers.request_chunks()
-    workers.publish("weights-v3", 3)
+    world.weights.publish("weights-v3", 3)
+    workers.send_weights()
     old = workers.slots[0].handle
     first, second = old.calls_to("sample")
     first.refs[1].fail(old.died())
@@ -382,8 +404,10 @@ def test_weights_go_one_update_at_a_time_and_a_rollback_is_taken():
     world = World(num_workers=1)
     workers = world.workers()
     handle = workers.slots[0].handle
-    workers.publish("v1", 1)
-    workers.publish("v2", 2)  # v1 is still being applied: v2 waits
+    world.weights.publish("v1", 1)
+    workers.send_weights()
+    world.weights.publish("v2", 2)
+    workers.send_weights()  # v1 is still being applied: v2 waits
     assert [c.args for c in handle.calls_to("set_weights")] == [("v1",)]
     assert handle.calls_to("set_weights")[0].options == {"concurrency_group": "weights"}
     handle.calls_to("set_weights")[0].ref.resolve(None)
@@ -391,9 +415,11 @@ def test_weights_go_one_update_at_a_time_and_a_rollback_is_taken():
     assert [c.args for c in handle.calls_to("set_weights")] == [("v1",), ("v2",)]
     handle.calls_to("set_weights")[1].ref.resolve(None)
     world.pump()
-    workers.publish("v1-restored", 1)  # older than the worker's: ignored...
+    world.weights.publish("v1-restored", 1)
+    workers.send_weights()  # older than the worker's: ignored...
     assert len(handle.calls_to("set_weights")) == 2
-    workers.publish("v1-restored", 1, rollback=True)  # ...unless the learner was restored
+    world.weights.publish("v1-restored", 1, rollback=True)
+    workers.send_weights()  # ...unless the learner was restored
     assert handle.calls_to("set_weights")[-1].args == ("v1-restored",)
 
 
@@ -403,29 +429,24 @@ def test_weights_go_one_update_at_a_time_and_a_rollback_is_taken():
 @dataclass
 class Learners:
     world: World
-    published: list = field(default_factory=list)
-    placements: list = field(default_factory=list)
     restore_state: dict | None = None
 
     def __post_init__(self) -> None:
         world = self.world
-        self.supervisor = LearnerSupervisor(
-            world.factory,
-            world.dispatcher,
-            world.deaths,
-            world.store,
-            world.faults,
-            world.counters,
-            world.metrics,
-            sync_interval=20,
-            restore_point=lambda: (LearnerStart(state=self.restore_state), "the checkpoint"),
-            publish=lambda info, version, rollback: self.published.append(
-                (info, version, rollback)
-            ),
-            on_placement=self.placements.append,
-            clock=world.clock,
-            placed=world.placed,
+        self.supervisor = world.supervise(
+            LearnerSupervisor(
+                world.context,
+                world.store,
+                sync_interval=20,
+                restore_point=lambda: (LearnerStart(state=self.restore_state), "the checkpoint"),
+            )
         )
+
+    @property
+    def published(self) -> tuple:
+        """The newest published weights: the reference, its version, rollbacks so far."""
+        weights = self.world.weights
+        return weights.info, weights.version, weights.rollbacks
 
 
 def report(total: int, updates: int = 20) -> LearnerReport:
@@ -441,8 +462,8 @@ def test_learners_start_publish_and_keep_their_train_calls_queued():
     first.calls_to("placement")[0].ref.resolve({"node_id": "n", "device": "cpu"})
     weights = first.calls_to("weights")[0].ref.resolve("initial")
     world.pump()
-    assert learners.placements == [{"node_id": "n", "device": "cpu"}]
-    assert learners.published == [(weights, 0, False)]
+    assert supervisor.placement == {"node_id": "n", "device": "cpu"}
+    assert learners.published == (weights, 0, 0)
 
     supervisor.request_updates()
     assert len(first.calls_to("train")) == len(second.calls_to("train")) == CALLS_IN_FLIGHT
@@ -451,7 +472,7 @@ def test_learners_start_publish_and_keep_their_train_calls_queued():
     report_ref.resolve(report(total=20))
     world.pump()
     assert world.counters.updates == 20
-    assert learners.published[-1] == (info_ref, 20, False)
+    assert learners.published == (info_ref, 20, 0)
     assert world.metrics.updates == 20
     supervisor.request_updates()
     assert len(first.calls_to("train")) == CALLS_IN_FLIGHT + 1
@@ -477,7 +498,7 @@ def test_a_dead_learner_is_restored_with_its_peers_from_the_restore_point():
     assert world.counters.updates == 40
     weights = supervisor.handles[0].calls_to("weights")[0].ref.resolve("restored")
     world.pump()
-    assert learners.published[-1] == (weights, 40, True)  # workers may hold newer weights
+    assert learners.published == (weights, 40, 1)  # a rollback: workers may hold newer ones
     supervisor.request_updates()
     assert len(supervisor.handles[0].calls_to("train")) == CALLS_IN_FLIGHT
 
@@ -492,7 +513,10 @@ def test_learners_sample_from_a_recreated_store():
     supervisor.handles[0].calls_to("train")[0].refs[0].fail(old_store.died())
     world.pump()
     assert world.store.handle is not old_store
-    (call,) = supervisor.handles[0].calls_to("set_store")
+    assert supervisor.handles[0].calls_to("set_store") == []  # told at its next round
+    supervisor.watch()
+    supervisor.request_updates()
+    (call,) = supervisor.handles[0].calls_to("set_store")  # once
     assert call.args == (world.store.handle,)
     assert world.metrics.counters["learner/restarts"] == 0
 
@@ -806,15 +830,7 @@ def test_a_failed_save_is_a_storage_error():
 
 
 def evaluator(world: World, timeout_s: float = 30.0, started: bool = True) -> EvaluatorSupervisor:
-    supervisor = EvaluatorSupervisor(
-        world.factory,
-        world.dispatcher,
-        world.deaths,
-        world.metrics,
-        timeout_s,
-        world.faults,
-        clock=world.clock,
-    )
+    supervisor = world.supervise(EvaluatorSupervisor(world.context, timeout_s))
     supervisor.start()
     if started:
         world.ready(supervisor.handle)
