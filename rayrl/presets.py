@@ -53,15 +53,20 @@ def with_overrides(config: Config, overrides: Sequence[str]) -> Config:
     return config_from_dict(data)
 
 
+def family_name(algorithm: str | None) -> FamilyName | None:
+    """The family of the algorithm named `algorithm` (None: the default algorithm), or
+    None for a name no algorithm has."""
+    cls = ALGORITHM_CONFIGS.get(algorithm or DEFAULT_ALGORITHM)
+    if cls is None:
+        return None
+    return "off-policy" if issubclass(cls, OffPolicyConfig) else "on-policy"
+
+
 def migrate_saved(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A run's saved config (config.yaml or a checkpoint's) in today's layout: the keys of
     `rayrl.renamed_keys.RENAMED_KEYS` moved to their new names."""
     data = copy.deepcopy(dict(raw))
-    cls = ALGORITHM_CONFIGS.get((data.get("algorithm") or {}).get("name", DEFAULT_ALGORITHM))
-    family: FamilyName | None = None
-    if cls is not None:
-        family = "off-policy" if issubclass(cls, OffPolicyConfig) else "on-policy"
-    moved = migrate(data, family)
+    moved = migrate(data, family_name((data.get("algorithm") or {}).get("name")))
     if moved:
         logger.info(
             "read a config of an older rayrl: moved %s to their new names", ", ".join(moved)

@@ -56,20 +56,30 @@ def renamed(dotted: str) -> Renamed | None:
     return None
 
 
+def new_keys(dotted: str, family: FamilyName | None) -> tuple[str, ...]:
+    """Where a saved value of `dotted` goes now: `dotted` itself when it was not renamed;
+    no key when its algorithm's family never read it. `family` is the config's algorithm
+    family (None when its algorithm is unknown: every old value moves, and the unknown name
+    is reported when the config is built)."""
+    entry = renamed(dotted)
+    if entry is None:
+        return (dotted,)
+    if entry.family is not None and family is not None and entry.family != family:
+        return ()
+    below = dotted[len(entry.old) :]
+    return tuple(new + below for new in entry.new)
+
+
 def migrate(data: MutableMapping[str, Any], family: FamilyName | None) -> list[str]:
     """Move the old keys of a saved config (nested mappings, changed in place) to their new
-    places, where the new key is not already set; returns the old keys found. `family` is
-    the config's algorithm family (None when its algorithm is unknown: every old value
-    moves, and the unknown name is reported when the config is built)."""
+    places (`new_keys`), where the new key is not already set; returns the old keys found."""
     found = []
     for entry in RENAMED_KEYS:
         value = _pop(data, entry.old)
         if value is _MISSING:
             continue
         found.append(entry.old)
-        if entry.family is not None and family is not None and entry.family != family:
-            continue
-        for key in entry.new:
+        for key in new_keys(entry.old, family):
             _set_default(data, key, value)
     return found
 

@@ -68,7 +68,7 @@ class ActorFactory:
         config = self.config
         return (
             # sample calls run one at a time; set_weights runs beside them, in its own group
-            ray.remote(  # type: ignore[call-overload]  # Ray's overloads omit concurrency_groups
+            ray.remote(  # type: ignore[call-overload, unused-ignore]  # Ray's overloads omit concurrency_groups
                 concurrency_groups={"weights": 1}
             )(WorkerService)
             .options(
@@ -88,7 +88,7 @@ class ActorFactory:
         return (
             # the probe runs in a group of its own: orphaned adds of replaced workers, blocked
             # by the replay ratio, can take every thread of the default group
-            ray.remote(  # type: ignore[call-overload]  # Ray's overloads omit concurrency_groups
+            ray.remote(  # type: ignore[call-overload, unused-ignore]  # Ray's overloads omit concurrency_groups
                 concurrency_groups={"probe": 1}
             )(ExperienceService)
             .options(
@@ -116,7 +116,7 @@ class ActorFactory:
         count = config.learner.num_learners
         learners = [
             # train and the other calls run one at a time; the probe runs beside them
-            ray.remote(  # type: ignore[call-overload]  # Ray's overloads omit concurrency_groups
+            ray.remote(  # type: ignore[call-overload, unused-ignore]  # Ray's overloads omit concurrency_groups
                 concurrency_groups={"probe": 1}
             )(LearnerService)
             .options(

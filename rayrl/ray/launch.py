@@ -397,8 +397,8 @@ def reported_node_types() -> tuple[NodeType, ...] | None:
 def autoscaler_reports_state() -> bool:
     """Whether an autoscaler reports its state to the GCS (Ray's v2 autoscaler does)."""
     try:
-        from ray._raylet import GcsClient  # type: ignore[attr-defined]  # private, no stubs
-        from ray.core.generated.autoscaler_pb2 import (  # type: ignore[attr-defined]
+        from ray._raylet import GcsClient  # type: ignore[attr-defined, unused-ignore]  # private, no stubs
+        from ray.core.generated.autoscaler_pb2 import (  # type: ignore[attr-defined, unused-ignore]
             GetClusterStatusReply,  # generated protobuf code: no stubs
         )
 

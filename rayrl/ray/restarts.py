@@ -1,4 +1,4 @@
-"""Restart policies: how often an actor may be restarted, how long a restart waits, and
+"""Restart budgets: how often an actor may be restarted, how long a restart waits, and
 which failures are not worth a restart at all.
 
 Ray's own `max_restarts` re-runs a dead actor's constructor with the same arguments, at

@@ -14,7 +14,7 @@ no lock. It is hung when it leaves the probe unanswered for `faults.probe_timeou
 process is stopped or frozen; during a save too, whose end would never come), or when a
 stats call waits `faults.stall_timeout_s` for the lock while no save holds it (a call hangs
 holding it). Its start, which may refill a large buffer, counts against `faults.start_timeout_s`
-instead: the call timeout runs only once it has started. The learners waiting on a hung
+instead: the probe and stall timeouts run only once it has started. The learners waiting on a hung
 store are not hung themselves (`rayrl.ray.learners`): replacing the store releases them.
 """
 

@@ -232,7 +232,7 @@ class WorkerSupervisor:
 
     def _replace(self, slot: WorkerSlot, cause: str, in_constructor: str | None = None) -> None:
         """Kill the slot's actor and schedule its replacement under the slot's restart
-        policy (which may stop the run)."""
+        budget (which may stop the run)."""
         self.factory.kill(slot.handle)
         slot.life.end()
         slot.in_flight = slot.sampling = 0

@@ -69,7 +69,7 @@ def sweep(
         root = Path(resume).resolve()  # trials run in working directories of their own
         if not (root / SPEC_FILE).is_file() or not (root / TUNE_DIR).is_dir():
             raise UserError(f"'{root}' is not a rayrl sweep directory (no {SPEC_FILE} and tune/)")
-        checked = load_sweep(root / SPEC_FILE)
+        checked = load_sweep(root / SPEC_FILE, saved=True)
     else:
         if spec is None:
             raise UserError("a sweep needs a spec: rayrl sweep SPEC.yaml")

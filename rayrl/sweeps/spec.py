@@ -32,9 +32,10 @@ from typing import Any, Literal
 import yaml
 
 from rayrl.api import validate
-from rayrl.config import Config
+from rayrl.config import Config, read_source
 from rayrl.errors import ConfigError, UserError, did_you_mean
-from rayrl.presets import load_config, with_overrides
+from rayrl.presets import family_name, load_config, with_overrides
+from rayrl.renamed_keys import new_keys
 from rayrl.strict import bounded, build, checked
 
 DOMAINS = ("choice", "grid", "uniform", "loguniform", "randint")
@@ -195,8 +196,13 @@ class Sweep:
     domains: tuple[Domain, ...]
 
     def config_with(self, settings: Mapping[str, Any]) -> Config:
-        """The base config with a trial's settings (space keys and `run.seed`)."""
-        return with_overrides(self.base, [override(k, v) for k, v in settings.items()])
+        """The base config with a trial's settings (space keys and `run.seed`; Tune restores
+        a resumed sweep's under the names they had, so renamed keys go to their new ones)."""
+        family = family_name(self.base.algorithm.name)
+        overrides = [
+            override(new, value) for key, value in settings.items() for new in new_keys(key, family)
+        ]
+        return with_overrides(self.base, overrides)
 
     def within_ranges(self, settings: dict[str, Any]) -> dict[str, Any]:
         """`settings` with each value of a range domain clipped into its range (integers for
@@ -264,16 +270,41 @@ def read_spec(source: str | Path) -> dict[str, Any]:
     return dict(data)
 
 
-def load_sweep(source: str | Path | Mapping[str, Any], overrides: Sequence[str] = ()) -> Sweep:
-    """A spec file (or its mapping) checked whole, with the command's `--set` on its base."""
+def load_sweep(
+    source: str | Path | Mapping[str, Any], overrides: Sequence[str] = (), *, saved: bool = False
+) -> Sweep:
+    """A spec file (or its mapping) checked whole, with the command's `--set` on its base;
+    `saved`: the spec a sweep saved, to resume it (with renamed keys under their new names,
+    where a new spec's are refused)."""
     if isinstance(source, Mapping):
         data, folder = dict(source), Path.cwd()
     else:
         data, folder = read_spec(source), spec_path(source).resolve().parent
+    if saved:
+        data = under_new_names(data)
     spec: SweepSpec = build(SweepSpec, data, "")
     if spec.base is not None and Path(spec.base).suffix in (".yaml", ".yml"):
         spec = replace(spec, base=str((folder / spec.base).resolve()))
     return check_sweep(spec, overrides)
+
+
+def under_new_names(data: dict[str, Any]) -> dict[str, Any]:
+    """A saved spec's `set` and `space` with the config keys renamed since it was saved
+    under their new names (`rayrl.renamed_keys`)."""
+    overrides = [str(entry) for entry in data.get("set") or ()]
+    named = [entry.split("=", 1)[1] for entry in overrides if entry.startswith("algorithm.name=")]
+    if named:
+        algorithm = yaml.safe_load(named[-1])
+    else:
+        algorithm = (read_source(data.get("base")).get("algorithm") or {}).get("name")
+    family = family_name(algorithm)
+    renamed_set = []
+    for entry in overrides:
+        key, equals, value = entry.partition("=")
+        renamed_set += [f"{new}{equals}{value}" for new in new_keys(key, family)]
+    space = data.get("space") or {}
+    renamed_space = {new: domain for key, domain in space.items() for new in new_keys(key, family)}
+    return {**data, "set": renamed_set, "space": renamed_space}
 
 
 def check_sweep(spec: SweepSpec, overrides: Sequence[str] = ()) -> Sweep:

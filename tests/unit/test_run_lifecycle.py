@@ -1,4 +1,4 @@
-"""The run policy both runtimes share: when a run stops and in which order it ends."""
+"""The run lifecycle both runtimes share: when a run stops and in which order it ends."""
 
 from __future__ import annotations
 

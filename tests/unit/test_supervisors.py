@@ -551,6 +551,43 @@ def test_a_learner_that_ray_cannot_place_is_said_once_and_stops_the_run_in_bound
         supervisor.watch()
 
 
+def test_the_waiting_notice_is_said_again_for_a_restored_learner_and_never_for_a_placed_one(
+    caplog,
+):
+    """Said once per start: a restored group that Ray cannot place is said again; a learner
+    placed but slow to start (a large replay refilling, a slow import) is not waiting for
+    room, and is not said."""
+    world = World(faults=FaultsConfig(start_timeout_s=300.0))
+    supervisor = Learners(world, restore_state={"updates": 0}).supervisor
+
+    def watch_until_notice_time() -> None:
+        for after in (1.0, CAPACITY_NOTICE_S + 1, CAPACITY_NOTICE_S + 5):
+            world.clock.now = supervisor.created_at + after
+            supervisor.watch()
+
+    def notices() -> int:
+        return sum("has waited" in record.getMessage() for record in caplog.records)
+
+    with caplog.at_level(logging.WARNING, logger="rayrl.ray.learners"):
+        supervisor.start(LearnerStart())
+        world.unplaced.add(supervisor.first.name)
+        watch_until_notice_time()
+        assert notices() == 1
+        world.unplaced.clear()  # capacity comes: it starts
+        supervisor.first.calls_to("placement")[0].ref.resolve({"node_id": "n", "device": "cpu"})
+        world.pump()
+        world.deaths.handle(supervisor.first.died())  # restored at once: placed, slow to start
+        watch_until_notice_time()
+        assert notices() == 1
+        world.deaths.handle(supervisor.first.died())  # restored again, after a backoff...
+        world.clock.now = supervisor.restore_at
+        supervisor.watch()
+        assert supervisor.incarnation == 2
+        world.unplaced.add(supervisor.first.name)  # ...where Ray has no node for it
+        watch_until_notice_time()
+        assert notices() == 2
+
+
 def training(world: World, num_learners: int = 1) -> Learners:
     """Learners that have started and have their train calls out."""
     learners = Learners(world)
@@ -599,7 +636,7 @@ def test_a_learner_that_stops_answering_its_probe_is_restored_while_experience_a
 
 def test_a_learner_waiting_on_a_saving_store_is_not_restored():
     """A save of a large replay holds the store's lock: the learner's train call waits for
-    its batch, no update and no experience arrive, for longer than the call timeout. The
+    its batch, no update and no experience arrive, for longer than both hang timeouts. The
     learner answers its probe (waiting for the store) and the store its own: neither is
     replaced."""
     world = World(faults=FaultsConfig(probe_timeout_s=60.0, stall_timeout_s=60.0))
@@ -817,7 +854,7 @@ def test_an_error_in_the_stores_constructor_stops_the_run_with_it():
         world.pump()
 
 
-def test_a_failed_save_is_a_storage_error():
+def test_a_failed_save_is_a_write_error():
     world = World()
     world.store.save(Path("replay.npz"), 1024)
     world.store.handle.calls_to("save")[0].ref.fail(task_error("[Errno 28] No space left"))

@@ -195,3 +195,22 @@ def test_what_a_trial_reserves_follows_its_runtime_and_config():
     assert workers == [{"CPU": 1.0}] * 3
     on_cpu = load_sweep({**BASE, "set": ["run.runtime=ray", "learner.num_gpus=0"]}).base
     assert trial_bundles(on_cpu, UNPLACED)[1]["CPU"] == 1.0
+
+
+def test_a_saved_spec_with_keys_renamed_since_resumes_under_their_new_names():
+    """A sweep saved before a key was renamed must still resume: its saved spec, and the
+    settings Tune restores for its trials, still use the old names."""
+    old = {
+        **BASE,
+        "set": [*BASE["set"], "faults.call_timeout_s=30", "workers.steps_per_chunk=7"],
+        "space": {"algorithm.num_steps": {"choice": [16, 32]}},
+    }
+    with pytest.raises(ConfigError, match=r"it moved to 'algorithm\.steps_per_chunk'"):
+        load_sweep(old)  # a new sweep names what it means today
+    checked = load_sweep(old, saved=True)
+    assert [domain.key for domain in checked.domains] == ["algorithm.steps_per_chunk"]
+    faults = checked.base.faults
+    assert (faults.probe_timeout_s, faults.stall_timeout_s) == (30, 30)
+    assert checked.base.algorithm.steps_per_chunk != 7  # PPO never read the workers' one
+    restored = checked.config_with({"algorithm.num_steps": 16, "run.seed": 3})
+    assert (restored.algorithm.steps_per_chunk, restored.run.seed) == (16, 3)
