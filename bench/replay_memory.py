@@ -27,7 +27,7 @@ PRESET = load_config("pong_dqn")
 ENVS = PRESET.workers.envs_per_worker
 STEPS = PRESET.algorithm.steps_per_chunk
 N_STEP = PRESET.algorithm.n_step
-STACK = PRESET.env.frame_stack
+STACK = PRESET.env.atari.frame_stack
 FRAME = (84, 84)
 
 

@@ -98,12 +98,27 @@ class NormalizeConfig:
 
 
 @dataclass(frozen=True)
+class AtariConfig:
+    """The DeepMind preprocessing of `ALE/<Game>-v5` ids (Mnih et al. 2015), done in
+    ale-py's C++ vector env."""
+
+    frame_stack: int = bounded(4, ge=1)
+    """84x84 grayscale frames stacked into one observation."""
+    frame_skip: int = bounded(4, ge=1)
+    """Emulator frames per agent step (the last two are max-pooled)."""
+    noop_max: int = bounded(30, ge=0)
+    """Up to this many no-op actions after each reset."""
+    fire_reset: bool = True
+    """Press FIRE after reset in games that need it to start."""
+
+
+@dataclass(frozen=True)
 class EnvConfig:
     """Which environment to train on, and how it is preprocessed."""
 
     id: str = "CartPole-v1"
     """Gymnasium id; its env suite (`rayrl.envs`) builds it: `ALE/<Game>-v5` ids run in
-    ale-py's C++ vector env with the DeepMind preprocessing below, `MinAtar/<Game>-v1` ids
+    ale-py's C++ vector env with the DeepMind preprocessing (`env.atari`), `MinAtar/<Game>-v1` ids
     need `pip install 'rayrl[minatar]'`, any other id runs in a gymnasium synchronous
     vector env."""
     max_episode_steps: int | None = bounded(None, gt=0)
@@ -114,18 +129,12 @@ class EnvConfig:
     """Extra keyword arguments for `gymnasium.make` (non-Atari envs)."""
     eval_id: str | None = None
     """Evaluate on this env id instead of `id` (same observation and action spaces)."""
-    frame_stack: int = bounded(4, ge=1)
-    """Atari: number of 84x84 grayscale frames stacked into one observation."""
-    frame_skip: int = bounded(4, ge=1)
-    """Atari: emulator frames per agent step (the last two are max-pooled)."""
-    noop_max: int = bounded(30, ge=0)
-    """Atari: up to this many no-op actions after each reset."""
+    atari: AtariConfig = field(default_factory=AtariConfig)
+    """The Atari suite's own preprocessing (read for `ALE/` ids only)."""
     repeat_action_probability: float | None = bounded(None, ge=0.0, le=1.0)
     """Atari and MinAtar: sticky actions (the previous action is repeated with this
     probability); None takes the suite's default: 0 for Atari (the DeepMind setting), 0.1
     for MinAtar (the MinAtar paper's)."""
-    fire_reset: bool = True
-    """Atari: press FIRE after reset in games that need it to start."""
     terminal_on_life_loss: bool | None = None
     """Training only: a lost life ends the bootstrap (episodic life). The game itself goes on,
     and episode returns and evaluation always count whole games. None takes the suite's

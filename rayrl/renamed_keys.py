@@ -44,6 +44,11 @@ RENAMED_KEYS: tuple[Renamed, ...] = (
     Renamed("algorithm.num_storages", ("algorithm.queue_capacity",), "on-policy"),
     Renamed("faults.call_timeout_s", ("faults.probe_timeout_s", "faults.stall_timeout_s")),
     Renamed("faults.max_storage_errors", ("faults.max_write_errors",)),
+    # a suite's own settings in its own section
+    Renamed("env.frame_stack", ("env.atari.frame_stack",)),
+    Renamed("env.frame_skip", ("env.atari.frame_skip",)),
+    Renamed("env.noop_max", ("env.atari.noop_max",)),
+    Renamed("env.fire_reset", ("env.atari.fire_reset",)),
 )
 """Oldest first; a saved config is moved through every entry in this order."""
 

@@ -15,7 +15,8 @@ def older_layout(config: dict) -> dict:
     """`config` (as `config_to_dict` gives it) as earlier rayrl saved it: the replay and the
     chunk length outside the algorithm and the learner count (and IMPALA's optimizer) inside
     it; the on-policy unroll length and queue as `num_steps` and `num_storages`; the two
-    hang timeouts as one, the write-error limit under its old name."""
+    hang timeouts as one, the write-error limit under its old name; the Atari settings in
+    `env` itself."""
     old = copy.deepcopy(config)
     algorithm, workers, faults = old["algorithm"], old["workers"], old["faults"]
     if "queue_capacity" in algorithm:  # on-policy
@@ -34,4 +35,5 @@ def older_layout(config: dict) -> dict:
     faults["call_timeout_s"] = faults.pop("probe_timeout_s")
     del faults["stall_timeout_s"]
     faults["max_storage_errors"] = faults.pop("max_write_errors")
+    old["env"].update(old["env"].pop("atari"))
     return old

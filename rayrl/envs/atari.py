@@ -54,14 +54,14 @@ class Atari:
         check_registered(key, config.id)
         if config.kwargs:
             raise ConfigError(
-                f"env.kwargs={config.kwargs!r} is not used by Atari envs; use the env.* Atari "
-                "fields (frame_skip, noop_max, ...) instead"
+                f"env.kwargs={config.kwargs!r} is not used by Atari envs; use env.atari.* "
+                "(frame_skip, noop_max, ...) and env.repeat_action_probability instead"
             )
 
     def _max_frames(self, config: EnvConfig) -> int:
         if config.max_episode_steps is None:
             return MAX_FRAMES
-        return config.max_episode_steps * config.frame_skip
+        return config.max_episode_steps * config.atari.frame_skip
 
     def make_vector_env(
         self, config: EnvConfig, num_envs: int, num_threads: int
@@ -74,10 +74,10 @@ class Atari:
             num_envs,
             num_threads=max(1, min(num_threads, num_envs)),
             autoreset_mode=AutoresetMode.SAME_STEP,
-            stack_num=config.frame_stack,
-            frameskip=config.frame_skip,
-            noop_max=config.noop_max,
-            use_fire_reset=config.fire_reset,
+            stack_num=config.atari.frame_stack,
+            frameskip=config.atari.frame_skip,
+            noop_max=config.atari.noop_max,
+            use_fire_reset=config.atari.fire_reset,
             # None only before `resolve_env`, which sets the suite's 0.0
             repeat_action_probability=config.repeat_action_probability or 0.0,
             max_num_frames_per_episode=self._max_frames(config),
@@ -97,12 +97,15 @@ class Atari:
             max_episode_steps=self._max_frames(config),
         )
         env = gym.wrappers.AtariPreprocessing(
-            wrap_raw(raw), noop_max=config.noop_max, frame_skip=config.frame_skip, screen_size=84
+            wrap_raw(raw),
+            noop_max=config.atari.noop_max,
+            frame_skip=config.atari.frame_skip,
+            screen_size=84,
         )
-        return gym.wrappers.FrameStackObservation(env, config.frame_stack)
+        return gym.wrappers.FrameStackObservation(env, config.atari.frame_stack)
 
     def frame_stack(self, config: EnvConfig) -> int | None:
-        return config.frame_stack
+        return config.atari.frame_stack
 
 
 ATARI = Atari()
