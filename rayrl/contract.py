@@ -23,30 +23,20 @@ algorithm module states only what is its own. Both runtimes use only what is wri
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
 from rayrl.config import AlgorithmConfig, Config, LearnerConfig, RunConfig
-from rayrl.core import (
-    ModelInfo,
-    NonFiniteSteps,
-    PolicyOutput,
-    StepBatch,
-    StoreStats,
-    TransitionBatch,
-    Unrolls,
-    UpdateResult,
-)
+from rayrl.core import StepBatch, StoreStats, TransitionBatch, Unrolls
 from rayrl.envs.spec import EnvSpec
 from rayrl.normalization import NormalizingLearner, NormalizingPolicy
+from rayrl.roles import Learner as Learner  # the two roles, part of the contract
+from rayrl.roles import Policy as Policy
 from rayrl.seeding import derive_seed
-
-if TYPE_CHECKING:
-    import torch
 
 C = TypeVar("C", bound=AlgorithmConfig)
 C_contra = TypeVar("C_contra", bound=AlgorithmConfig, contravariant=True)
@@ -59,7 +49,6 @@ K_contra = TypeVar("K_contra", bound="Chunk", contravariant=True)
 B = TypeVar("B", bound="TransitionBatch | Unrolls")
 """What a store samples and its learner updates from."""
 B_co = TypeVar("B_co", bound="TransitionBatch | Unrolls", covariant=True)
-B_contra = TypeVar("B_contra", bound="TransitionBatch | Unrolls", contravariant=True)
 
 
 @dataclass(frozen=True)
@@ -96,71 +85,6 @@ class Acting:
         """This policy's own random stream (exploration, sampling)."""
         index = -1 if self.worker_index is None else self.worker_index
         return derive_seed(self.run_seed, "policy", index + 1)
-
-
-class Policy(Protocol):
-    """Acts in the workers and the evaluator (CPU, no optimizer).
-
-    A policy acts for the same envs, one step at a time, so it may carry per-env state
-    between calls (a recurrent core's); it starts that state afresh for the envs whose
-    observation begins an episode, and reports the state it acted from in
-    `PolicyOutput.state`. Feed-forward policies ignore `episode_starts`."""
-
-    @property
-    def version(self) -> int:
-        """The version of the weights it acts with (0 before any arrive)."""
-        ...
-
-    def act(
-        self,
-        obs: np.ndarray,
-        episode_starts: np.ndarray,
-        *,
-        explore: bool,
-        env_steps: int = 0,
-    ) -> PolicyOutput:
-        """Actions for a batch of observations, one per env; `episode_starts` (bool, one per
-        env) is True where `obs` begins an episode (all True on the first call after a
-        reset); `explore` is False for evaluation; `env_steps` (the run's) drives
-        exploration schedules."""
-        ...
-
-    def set_weights(self, info: ModelInfo) -> None: ...
-
-
-class Learner(Protocol[B_contra]):
-    """Owns the trainable networks and their optimizer; learns from batches of `B_contra`."""
-
-    @property
-    def updates(self) -> int:
-        """Optimization steps so far; the version of the weights it publishes."""
-        ...
-
-    @property
-    def device(self) -> torch.device: ...
-
-    @property
-    def nonfinite(self) -> NonFiniteSteps:
-        """Optimizer steps skipped for a non-finite loss or gradient (see `TorchLearner.step`)."""
-        ...
-
-    def update(self, batch: B_contra) -> UpdateResult:
-        """One optimization step on a batch from the store."""
-        ...
-
-    def get_weights(self) -> ModelInfo:
-        """The acting network's weights as numpy arrays, versioned by `updates`."""
-        ...
-
-    def set_policy_weights(self, info: ModelInfo) -> None:
-        """Start from these acting weights (a warm start; the optimizer starts fresh)."""
-        ...
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything a resumed run continues from: networks, optimizer, schedules, count."""
-        ...
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
 class Chunk(Protocol):

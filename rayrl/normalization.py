@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import fields, replace
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -50,13 +50,13 @@ from rayrl.core import (
 )
 from rayrl.envs.spec import EnvSpec
 from rayrl.processing import RETURN_EXTRA
+from rayrl.roles import Learner, Policy
 
 if TYPE_CHECKING:
     import torch
 
 B = TypeVar("B", bound="TransitionBatch | Unrolls")
 """The batches a normalizing learner can normalize."""
-B_contra = TypeVar("B_contra", bound="TransitionBatch | Unrolls", contravariant=True)
 
 RETURN_MOMENTS_KEY = "return_moments"
 """The key of the returns' statistics in a reward-normalizing learner's state."""
@@ -142,7 +142,7 @@ class NormalizingPolicy:
     """A policy acting on normalized observations, with the statistics of its weights;
     until the first weights with statistics arrive it acts on raw observations."""
 
-    def __init__(self, policy: Any, clip: float) -> None:
+    def __init__(self, policy: Policy, clip: float) -> None:
         self.policy = policy
         self.clip = clip
         self.moments: RunningMoments | None = None
@@ -171,7 +171,7 @@ class NormalizingPolicy:
             self.moments.load(moments)
 
 
-def _observation_fields(batch: Any) -> tuple[np.ndarray, tuple[str, ...]]:
+def _observation_fields(batch: TransitionBatch | Unrolls) -> tuple[np.ndarray, tuple[str, ...]]:
     """The raw observations a batch adds to the statistics (each env step once), and the
     fields that hold observations."""
     if isinstance(batch, TransitionBatch):
@@ -182,36 +182,12 @@ def _observation_fields(batch: Any) -> tuple[np.ndarray, tuple[str, ...]]:
     raise TypeError(f"cannot normalize the observations of a {type(batch).__name__} ({names})")
 
 
-class _Learns(Protocol[B_contra]):
-    """The `rayrl.contract.Learner` a normalizing learner wraps (that module builds this
-    one, so it is written here again, with what this module calls)."""
-
-    @property
-    def updates(self) -> int: ...
-
-    @property
-    def device(self) -> torch.device: ...
-
-    @property
-    def nonfinite(self) -> NonFiniteSteps: ...
-
-    def update(self, batch: B_contra) -> UpdateResult: ...
-
-    def get_weights(self) -> ModelInfo: ...
-
-    def set_policy_weights(self, info: ModelInfo) -> None: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
-
-
 class NormalizingLearner(Generic[B]):
     """A learner whose updates see normalized observations or rewards (or both), and whose
     weights, warm starts and checkpoints carry the observations' statistics (checkpoints
     the returns' too)."""
 
-    def __init__(self, learner: _Learns[B], spec: EnvSpec, reuse: float) -> None:
+    def __init__(self, learner: Learner[B], spec: EnvSpec, reuse: float) -> None:
         self.learner = learner
         shape = spec.observation_space.shape or ()
         self.observation_clip = spec.observation_clip
