@@ -18,21 +18,46 @@ import pytest
 import torch
 
 from rayrl.files import read_jsonl
-from tests.processes import ray_processes, wait_gone
+from tests.processes import wait_gone
 from tests.run_files import assert_in_env_step_order
+
+
+def short_ray_tmp() -> Path:
+    """A short RAY_TMPDIR (Ray's socket paths have a length limit), to find the processes of
+    the Ray that a command started: their command lines name it."""
+    return Path(tempfile.mkdtemp(prefix="rr", dir="/tmp"))
+
+
+def remove_ray_tmp(path: Path, timeout_s: float) -> None:
+    """Wait up to `timeout_s` for the processes of the Ray under `path` to exit, then kill
+    what is left (never leave them to the next test, even when this one failed) and fail
+    naming them."""
+    leftover = wait_gone(path, timeout_s=timeout_s)
+    for pid in leftover:
+        os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(path, ignore_errors=True)
+    assert not leftover, f"Ray processes left behind: {leftover}"
 
 
 @pytest.fixture
 def ray_tmp():
-    """A short RAY_TMPDIR (Ray's socket paths have a length limit), to find the processes of
-    the Ray that a command started: their command lines name it."""
-    path = Path(tempfile.mkdtemp(prefix="rr", dir="/tmp"))
+    """`short_ray_tmp` for a test whose Ray has exited by the test's end."""
+    path = short_ray_tmp()
     yield path
-    leftover = ray_processes(path)
-    for pid in leftover:  # never leave them to the next test, even when this one failed
-        os.kill(pid, signal.SIGKILL)
-    shutil.rmtree(path, ignore_errors=True)
-    assert not leftover, f"Ray processes left behind: {leftover}"
+    remove_ray_tmp(path, timeout_s=0)
+
+
+@pytest.fixture(scope="module")
+def slow_exit_ray_tmp():
+    """`short_ray_tmp` for a Ray whose processes may still be exiting when its test ends:
+    they are waited for (up to 150 s) once the module's other tests have run, so that the
+    wait overlaps them. Its test runs first in the module. Ray's per-node agents, seeing
+    their raylet die without a SIGTERM (its driver SIGKILLed), try for 60 s, a timeout fixed
+    in Ray's `publish_error_to_driver`, to tell the GCS, gone with the driver, before they
+    exit: in about half of the runs, 45-60 s after the kill."""
+    path = short_ray_tmp()
+    yield path
+    remove_ray_tmp(path, timeout_s=150)
 
 
 UNTIL_STOPPED = ("--set", "run.target_return=null", "--set", "logging.console=false")
@@ -73,56 +98,8 @@ def only_run(runs: Path) -> Path:
     return run
 
 
-@pytest.mark.slow
-def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_path, ray_tmp):
-    """The README's first command: `rayrl train`, no flags."""
-    proc = start_train(tmp_path, ray_tmp)
-    output, _ = proc.communicate(timeout=240)
-    assert proc.returncode == 0, output
-    final = re.search(r"final evaluation: mean return ([\d.]+) over 10 episodes", output)
-    assert final, output
-    assert float(final.group(1)) >= 475
-    assert "target return reached in" in output
-    for section in ("workers:", "learner:", "replay:", "policy lag", "weight sync"):
-        assert section in output
-    assert (only_run(tmp_path / "runs") / "checkpoints" / "best.pt").is_file()
-    assert wait_gone(ray_tmp) == []
-
-
-@pytest.mark.parametrize(
-    ("signum", "to_group"),
-    [
-        (signal.SIGINT, True),  # a terminal's Ctrl-C: the whole foreground process group
-        (signal.SIGTERM, False),  # `kill`, `ray job stop`, Kubernetes: the process alone
-    ],
-    ids=["ctrl-c", "sigterm"],
-)
-def test_interrupt_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp, signum, to_group):
-    proc = start_train(tmp_path, ray_tmp, *UNTIL_STOPPED, "--set", "logging.log_interval_s=0.5")
-    metrics = tmp_path / "runs"
-
-    def learning():
-        files = list(metrics.glob("*/metrics.jsonl"))
-        return files and '"learner/loss"' in files[0].read_text()
-
-    wait_for(learning, 180, proc)
-    if to_group:
-        os.killpg(proc.pid, signum)
-    else:
-        os.kill(proc.pid, signum)
-    # the end of a run waits at most 20 s for the learner's calls and 60 s for its state
-    output, _ = proc.communicate(timeout=180)
-    assert proc.returncode == 130, output
-    assert "stopped: interrupted" in output
-    payload = torch.load(only_run(metrics) / "checkpoints" / "latest.pt", weights_only=True)
-    assert payload["counters"]["env_steps"] > 0
-    assert payload["counters"]["updates"] > 0
-    # Ray's per-node agents exit once they notice their raylet is gone: within seconds on
-    # an idle machine, and, in a full test run on a loaded one, past 30 s
-    assert wait_gone(ray_tmp, timeout_s=150) == []
-
-
-def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
+def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, slow_exit_ray_tmp):
+    ray_tmp = slow_exit_ray_tmp
     proc = start_rayrl(
         tmp_path,
         ray_tmp,
@@ -176,7 +153,54 @@ def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, ray_tmp):
     final = torch.load(run / "checkpoints" / "latest.pt", weights_only=True)["counters"]
     assert final["updates"] >= saved["updates"]
     assert final["env_steps"] >= target
-    # Ray's processes share the driver's fate. Its per-node agents, seeing their raylet die
-    # without a SIGTERM, try for 60 s (a timeout fixed in Ray's publish_error_to_driver) to
-    # tell the GCS, gone with the driver, before they exit: the resume did not wait for them
+    # Ray's processes share the driver's fate: `slow_exit_ray_tmp` waits for its slowest
+    # (the resume did not wait for them)
+
+
+@pytest.mark.slow
+def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_path, ray_tmp):
+    """The README's first command: `rayrl train`, no flags."""
+    proc = start_train(tmp_path, ray_tmp)
+    output, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 0, output
+    final = re.search(r"final evaluation: mean return ([\d.]+) over 10 episodes", output)
+    assert final, output
+    assert float(final.group(1)) >= 475
+    assert "target return reached in" in output
+    for section in ("workers:", "learner:", "replay:", "policy lag", "weight sync"):
+        assert section in output
+    assert (only_run(tmp_path / "runs") / "checkpoints" / "best.pt").is_file()
+    assert wait_gone(ray_tmp) == []
+
+
+@pytest.mark.parametrize(
+    ("signum", "to_group"),
+    [
+        (signal.SIGINT, True),  # a terminal's Ctrl-C: the whole foreground process group
+        (signal.SIGTERM, False),  # `kill`, `ray job stop`, Kubernetes: the process alone
+    ],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_interrupt_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp, signum, to_group):
+    proc = start_train(tmp_path, ray_tmp, *UNTIL_STOPPED, "--set", "logging.log_interval_s=0.5")
+    metrics = tmp_path / "runs"
+
+    def learning():
+        files = list(metrics.glob("*/metrics.jsonl"))
+        return files and '"learner/loss"' in files[0].read_text()
+
+    wait_for(learning, 180, proc)
+    if to_group:
+        os.killpg(proc.pid, signum)
+    else:
+        os.kill(proc.pid, signum)
+    # the end of a run waits at most 20 s for the learner's calls and 60 s for its state
+    output, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 130, output
+    assert "stopped: interrupted" in output
+    payload = torch.load(only_run(metrics) / "checkpoints" / "latest.pt", weights_only=True)
+    assert payload["counters"]["env_steps"] > 0
+    assert payload["counters"]["updates"] > 0
+    # Ray's per-node agents exit once they notice their raylet is gone: within seconds on
+    # an idle machine, and, in a full test run on a loaded one, past 30 s
     assert wait_gone(ray_tmp, timeout_s=150) == []

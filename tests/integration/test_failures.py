@@ -208,6 +208,7 @@ def test_a_run_directory_that_fills_up_stops_the_run_keeping_what_was_saved(tmp_
         "run.target_return=null",
         "run.checkpoint_interval_env_steps=4000",
         "algorithm.replay.save_with_checkpoint=true",
+        "algorithm.replay.samples_per_insert=1",  # the saves are tested, not the learning
     ):
         command += ["--set", override]
     done = subprocess.run(
@@ -245,6 +246,7 @@ def test_a_run_whose_checkpoints_no_longer_fit_stops_naming_the_file_and_why(tmp
         "run.target_return=null",
         "run.checkpoint_interval_env_steps=4000",
         "algorithm.hidden_sizes=[512,512]",
+        "algorithm.replay.samples_per_insert=1",  # the saves are tested, not the learning
     ):
         command += ["--set", override]
     run = RunDirectory(tmp_path / "full")

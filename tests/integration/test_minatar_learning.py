@@ -11,7 +11,11 @@ steps/s here (a batch-32 update of the small CNN costs about 6 ms on this CPU), 
 CI: its test keeps the preset's network, optimizer and loss and changes only the pace (4x
 fewer updates per insert, a shorter warm-up and exploration schedule, a faster target copy),
 all named in the test; it evaluated 1.55 at 60k and 2.35 at 70k env steps, so its target is
-1.5 (3.75 times the random policy's mean) within 150k.
+1.5 (3.75 times the random policy's mean) within 150k. IMPALA at the paper's rate (RMSprop
+6e-4) took 90-110 s of a full test run to reach 3; its test uses 2e-3, the rate of the
+documented `minatar_impala+lr2e3` variant (docs/learning.md: 5.5 at 1M against the preset's
+3.6), and evaluates every 25k env steps: three runs on an idle machine reached 3 at 125k,
+150k and 125k, in 42-46 s. The preset's own rate is what `bench/learning.py` measures.
 """
 
 from __future__ import annotations
@@ -50,7 +54,15 @@ def test_ppo_learns_minatar_breakout(ray_cluster, tmp_path):
 
 
 def test_impala_learns_minatar_breakout(ray_cluster, tmp_path):
-    check(train("minatar_impala", tmp_path, 3.0, 1_500_000), 3.0)
+    result = train(
+        "minatar_impala",
+        tmp_path,
+        3.0,
+        1_500_000,
+        "run.eval_interval_env_steps=25000",
+        "learner.lr=0.002",
+    )
+    check(result, 3.0)
 
 
 def test_dqn_learns_minatar_breakout(ray_cluster, tmp_path):
