@@ -8,8 +8,15 @@ import pytest
 
 import rayrl
 
-BUDGET = 60_000
-"""Env steps for the PPO pair: `cartpole_pomdp_ppo` reaches 475 at about 14k (seed 0)."""
+RAY_BUDGET = 100_000
+"""Env steps for recurrent PPO with the Ray runtime: the preset's own budget. How many it
+needs varies with the timing of the asynchronous workers, not only with the seed: seven
+timed runs of seed 0 (six on a machine kept busy by another process) solved in 19k-45k,
+and one more, on a machine shared with a second copy of the suite, did not solve within
+60k. 100k is twice the slowest of those that solved."""
+FEEDFORWARD_BUDGET = 60_000
+"""Env steps for the feed-forward twin: more than the recurrent preset needed in any of the
+timed runs that solved (above)."""
 
 
 def quiet(tmp_path):
@@ -23,19 +30,23 @@ def best_eval(result) -> float:
 @pytest.mark.slow
 def test_recurrent_ppo_solves_cartpole_without_velocities_with_ray(ray_cluster, tmp_path):
     result = rayrl.train(
-        "cartpole_pomdp_ppo", overrides=[*quiet(tmp_path), f"run.total_env_steps={BUDGET}"]
+        "cartpole_pomdp_ppo", overrides=[*quiet(tmp_path), f"run.total_env_steps={RAY_BUDGET}"]
     )
     assert result.stop_reason == "target_return reached"
     assert result.final_eval.mean >= 475
 
 
 @pytest.mark.slow
-def test_without_memory_the_same_budget_is_not_enough(tmp_path):
+def test_without_memory_a_budget_that_solves_it_is_not_enough(tmp_path):
     """The feed-forward twin sees only positions: it stays near 50 (a random policy scores
     about 22) where the recurrent one balances the pole for 500 steps."""
     result = rayrl.train(
         "cartpole_pomdp_ppo_feedforward",
-        overrides=[*quiet(tmp_path), "run.runtime=local", f"run.total_env_steps={BUDGET}"],
+        overrides=[
+            *quiet(tmp_path),
+            "run.runtime=local",
+            f"run.total_env_steps={FEEDFORWARD_BUDGET}",
+        ],
     )
     assert result.stop_reason == "total_env_steps reached"
     assert best_eval(result) < 150
