@@ -12,22 +12,32 @@ episodes and the exit included). The figure is env steps per second of the whole
 and the ratio rayrl / plain is taken pairwise within a round (the machine drifts); rounds
 alternate which goes first. Each round uses one seed for both.
 
+`--busy-loops N` runs N busy loops at normal priority throughout (a machine that is also
+doing something else); `RAY_worker_niceness=15` in the environment gives rayrl's actors
+Ray's own priority instead of the command's (`rayrl.ray.launch.local_system_config`).
+
     python bench/vs_plain_loop.py --algorithm dqn --env-steps 60000 --repeats 3
     python bench/vs_plain_loop.py --algorithm ppo --env-steps 500000 --repeats 3
+    python bench/vs_plain_loop.py --algorithm ppo --env-steps 200000 --repeats 2 --busy-loops 2
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from common import machine, median_range
+
+from rayrl.ray.launch import WORKER_NICENESS_ENV
 
 BENCH = Path(__file__).resolve().parent
 
@@ -85,15 +95,39 @@ def plain_figures(wall: float, stdout: str) -> dict:
     return {**figures, "whole_s": wall, "env_steps_per_s": figures["env_steps"] / wall}
 
 
+@contextlib.contextmanager
+def busy_loops(count: int) -> Iterator[None]:
+    """`count` processes that spin at normal priority until the block ends."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algorithm", choices=["dqn", "ppo"], default="dqn")
     parser.add_argument("--env-steps", type=int, default=60_000)
     parser.add_argument("--game", default="MinAtar/Breakout-v1")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--busy-loops", type=int, default=0)
     args = parser.parse_args()
-    print(f"{args.algorithm} on {args.game}, {args.env_steps:,} env steps; {machine()}")
+    print(
+        f"{args.algorithm} on {args.game}, {args.env_steps:,} env steps, "
+        f"{args.busy_loops} busy loops, {WORKER_NICENESS_ENV}="
+        f"{os.environ.get(WORKER_NICENESS_ENV, 'unset')}; {machine()}"
+    )
     figures: dict[str, list[dict]] = {"rayrl": [], "plain": []}
+    with busy_loops(args.busy_loops):
+        compare(args, figures)
+    report(figures)
+
+
+def compare(args: argparse.Namespace, figures: dict[str, list[dict]]) -> None:
+    """Rounds of both commands, alternating which goes first, rows into `figures`."""
     for round_ in range(args.repeats):
         order = ["rayrl", "plain"] if round_ % 2 == 0 else ["plain", "rayrl"]
         for contender in order:
@@ -106,6 +140,9 @@ def main() -> None:
             figures[contender].append(row)
             shown = {k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}
             print(f"round {round_ + 1}, {contender}: {shown}", flush=True)
+
+
+def report(figures: dict[str, list[dict]]) -> None:
     print("\nmedian (min-max):")
     for contender, rows in figures.items():
         rates = [row["env_steps_per_s"] for row in rows]

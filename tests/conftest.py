@@ -60,14 +60,21 @@ def hang_marker(tmp_path_factory):
 @pytest.fixture(scope="session")
 def ray_cluster(hang_marker):
     """One Ray for the whole suite: a head node and a second node that declares a GPU (no
-    real one), as `ray.cluster_utils.Cluster` simulates on one machine. Worker processes
+    real one), as `ray.cluster_utils.Cluster` simulates on one machine, with the settings
+    of a local Ray that rayrl starts (its actors at the suite's priority). Worker processes
     get the repository on their PYTHONPATH so that they can import `tests.fake_envs`."""
     import ray
     from ray.cluster_utils import Cluster
 
+    from rayrl.ray.launch import local_system_config
+
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 4, "object_store_memory": 400 * 2**20},
+        head_node_args={
+            "num_cpus": 4,
+            "object_store_memory": 400 * 2**20,
+            "_system_config": local_system_config(),
+        },
     )
     gpu_node = cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=400 * 2**20)
     cluster.wait_for_nodes()

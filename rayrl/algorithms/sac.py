@@ -122,8 +122,10 @@ class SquashedGaussianActor(nn.Module):
         size = action_space.shape[0]
         self.mean = nn.Linear(self.torso.out_features, size)
         self.log_std = nn.Linear(self.torso.out_features, size)
-        low = torch.as_tensor(action_space.low, dtype=torch.float32)
-        high = torch.as_tensor(action_space.high, dtype=torch.float32)
+        # copies: a space that came through Ray's object store holds read-only arrays,
+        # which `torch.as_tensor` would share with a warning
+        low = torch.tensor(action_space.low, dtype=torch.float32)
+        high = torch.tensor(action_space.high, dtype=torch.float32)
         self.register_buffer("action_scale", (high - low) / 2)
         self.register_buffer("action_bias", (high + low) / 2)
 

@@ -57,6 +57,9 @@ from rayrl.errors import ConfigError, UserError
 
 logger = logging.getLogger(__name__)
 
+WORKER_NICENESS_ENV = "RAY_worker_niceness"
+"""Ray's environment variable for its workers' priority (Ray's default: 15 below normal)."""
+
 
 def learner_cpus(num_gpus: float) -> float:
     """The CPUs a learner asks Ray for: one when it trains on a CPU, none beside its GPUs
@@ -109,6 +112,7 @@ def connect(
             num_cpus=max(cores, needed),
             include_dashboard=dashboard,
             logging_level=logging.WARNING,
+            _system_config=local_system_config(),
         )
         return True
     try:
@@ -123,6 +127,26 @@ def connect(
             address,
         )
     return True
+
+
+def local_system_config() -> dict[str, Any]:
+    """The Ray settings of a local Ray that rayrl starts: its actors at the priority of the
+    command that started them.
+
+    Ray lowers every worker process's priority by 15 (`worker_niceness`), so that on a busy
+    cluster node its GCS and raylet keep the CPU they need. On the user's own machine the
+    actors are the work the user asked for: at nice 15 each gets about 1/28 of the share of
+    any ordinary process beside it (a build, a browser, a single-process trainer), so one
+    busy program slows a run several times over, while the driver, which mostly waits,
+    keeps full priority. At 0 the whole run has the priority the user gave the command:
+    `nice rayrl train` makes all of it yield, not the driver alone. A local Ray holds a
+    handful of actors, which leave Ray's own processes their fair share.
+
+    A user who sets `RAY_worker_niceness` gets Ray's reading of it: a `_system_config`
+    would override the environment. A cluster that rayrl joins keeps its own settings."""
+    if WORKER_NICENESS_ENV in os.environ:
+        return {}
+    return {"worker_niceness": 0}
 
 
 def disconnect() -> None:

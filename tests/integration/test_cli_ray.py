@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from rayrl.files import read_jsonl
-from tests.processes import wait_gone
+from tests.processes import ray_processes, wait_gone
 from tests.run_files import assert_in_env_step_order
 
 
@@ -91,6 +91,23 @@ def wait_for(condition, timeout_s: float, proc: subprocess.Popen) -> None:
             proc.kill()
             pytest.fail(f"timed out:\n{proc.stdout.read()}")
         time.sleep(0.5)
+
+
+def assert_actors_at_the_drivers_priority(driver: int, ray_tmp: Path) -> None:
+    """Every actor of the local Ray under `ray_tmp` runs at the driver's nice value (Ray's
+    own default would put them 15 below it: `rayrl.ray.launch.local_system_config`)."""
+    actors = {}
+    for pid in ray_processes(ray_tmp):
+        try:
+            name = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+            if name.startswith("ray::"):
+                actors[f"{name} ({pid})"] = os.getpriority(os.PRIO_PROCESS, pid)
+        except OSError:  # exited meanwhile
+            continue
+    roles = {name.split(" ")[0].split(".")[0] for name in actors}  # ray::Role.method (pid)
+    assert {"ray::LearnerService", "ray::WorkerService", "ray::ExperienceService"} <= roles
+    driver_nice = os.getpriority(os.PRIO_PROCESS, driver)
+    assert all(nice == driver_nice for nice in actors.values()), (driver_nice, actors)
 
 
 def only_run(runs: Path) -> Path:
@@ -182,6 +199,8 @@ def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_pa
     ids=["ctrl-c", "sigterm"],
 )
 def test_interrupt_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp, signum, to_group):
+    """Its actors, once learning, run at the command's priority; a signal stops the run with
+    a checkpoint and takes its local Ray down with it."""
     proc = start_train(tmp_path, ray_tmp, *UNTIL_STOPPED, "--set", "logging.log_interval_s=0.5")
     metrics = tmp_path / "runs"
 
@@ -190,6 +209,7 @@ def test_interrupt_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp, signu
         return files and '"learner/loss"' in files[0].read_text()
 
     wait_for(learning, 180, proc)
+    assert_actors_at_the_drivers_priority(proc.pid, ray_tmp)
     if to_group:
         os.killpg(proc.pid, signum)
     else:
