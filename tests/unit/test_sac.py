@@ -5,6 +5,7 @@ step, per-part learning rates through a checkpoint, the non-finite guard, and th
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from rayrl.algorithms.sac import SquashedGaussianActor
 from rayrl.core import TransitionBatch
 from rayrl.envs import env_spec
 from rayrl.envs.spec import EnvSpec
@@ -303,3 +305,17 @@ def test_sac_refuses_discrete_actions_several_learners_and_cnn_torsos():
         load_config("pendulum_sac", ["learner.num_learners=2"])
     with pytest.raises(ConfigError, match=r"algorithm\.network='nature_cnn'"):
         load_config("pendulum_sac", ["algorithm.network=nature_cnn"])
+
+
+def test_the_actor_copies_read_only_action_bounds_without_a_warning():
+    """A space that came through Ray's object store holds read-only arrays: sharing them
+    (`torch.as_tensor`) would warn in every process that builds the actor."""
+    space = spaces.Box(-2.0, 2.0, shape=(1,), dtype=np.float32)
+    space.low.setflags(write=False)
+    space.high.setflags(write=False)
+    observations = spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        actor = SquashedGaussianActor(observations, space, hidden=(8,))
+    assert actor.action_scale.tolist() == [2.0]
+    assert actor.action_bias.tolist() == [0.0]
