@@ -62,6 +62,11 @@ def slow_exit_ray_tmp():
 
 UNTIL_STOPPED = ("--set", "run.target_return=null", "--set", "logging.console=false")
 """A quiet run that goes on until the test stops it."""
+ON_CPU = (
+    "learner.num_gpus is null and the Ray cluster has no GPU for each of the 1 learner(s): "
+    "the learner trains on CPU"
+)
+"""What a run says when `learner.num_gpus` is null and no GPU is there."""
 
 
 def start_train(cwd: Path, ray_tmp: Path, *args: str) -> subprocess.Popen:
@@ -199,9 +204,18 @@ def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_pa
     ids=["ctrl-c", "sigterm"],
 )
 def test_interrupt_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp, signum, to_group):
-    """Its actors, once learning, run at the command's priority; a signal stops the run with
-    a checkpoint and takes its local Ray down with it."""
-    proc = start_train(tmp_path, ray_tmp, *UNTIL_STOPPED, "--set", "logging.log_interval_s=0.5")
+    """On a machine without a GPU (CUDA hidden), the run says once that its learner trains on
+    CPU; its actors, once learning, run at the command's priority; a signal stops the run
+    with a checkpoint and takes its local Ray down with it."""
+    proc = start_rayrl(
+        tmp_path,
+        ray_tmp,
+        "train",
+        *UNTIL_STOPPED,
+        "--set",
+        "logging.log_interval_s=0.5",
+        CUDA_VISIBLE_DEVICES="",
+    )
     metrics = tmp_path / "runs"
 
     def learning():
@@ -218,6 +232,9 @@ def test_interrupt_checkpoints_and_leaves_no_ray_behind(tmp_path, ray_tmp, signu
     output, _ = proc.communicate(timeout=180)
     assert proc.returncode == 130, output
     assert "stopped: interrupted" in output
+    said = [line for line in output.splitlines() if "learner.num_gpus is null" in line]
+    assert len(said) == 1, output
+    assert said[0].endswith(ON_CPU)
     payload = torch.load(only_run(metrics) / "checkpoints" / "latest.pt", weights_only=True)
     assert payload["counters"]["env_steps"] > 0
     assert payload["counters"]["updates"] > 0

@@ -42,7 +42,7 @@ from rayrl.ray.launch import (
     learner_cpus,
     learner_gpus,
 )
-from tests.integration.test_cli_ray import ray_tmp  # noqa: F401  (a fixture)
+from tests.integration.test_cli_ray import ON_CPU
 from tests.integration.test_job_submission import RAY_PORT_OPTIONS, cli_env, free_ports
 from tests.processes import wait_gone
 
@@ -53,11 +53,6 @@ START_TIMEOUT_S = 8
 NEVER_WAIT = [f"faults.start_timeout_s={START_TIMEOUT_S}", "faults.no_workers_timeout_s=15"]
 """A run accepted by mistake ends within seconds on actors that never start, rather than
 waiting half an hour for capacity."""
-ON_CPU = (
-    "learner.num_gpus is null and the Ray cluster has no GPU for each of the 1 learner(s): "
-    "the learner trains on CPU"
-)
-"""What a run says when `learner.num_gpus` is null and no GPU is there."""
 
 
 def waiting(gpus: int, timeout_s: int) -> str:
@@ -369,24 +364,3 @@ def test_cluster_yaml_scenario_a_null_gpu_request_trains_on_cpu_and_says_how_to_
     assert [r.message for r in caplog.records] == [
         f"{ON_CPU} (set learner.num_gpus=1 to wait for the autoscaler to start a GPU node)"
     ]
-
-
-def test_a_null_gpu_request_without_a_gpu_says_the_learner_trains_on_cpu(
-    tmp_path,
-    ray_tmp,  # noqa: F811
-    tiny,
-):
-    """The real command with its own local Ray on a machine without a GPU (CUDA hidden)."""
-    args = [sys.executable, "-m", "rayrl", "train"]
-    for override in tiny:
-        args += ["--set", override]
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(RAY_TMPDIR=str(ray_tmp), CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run(
-        args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    said = [line for line in done.stderr.splitlines() if "learner.num_gpus is null" in line]
-    assert len(said) == 1, done.stderr
-    assert said[0].endswith(ON_CPU)
-    assert wait_gone(ray_tmp) == []

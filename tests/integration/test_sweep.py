@@ -33,6 +33,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 LOCAL_CARTPOLE = [
     "run.runtime=local",
+    # one CPU each: on the test cluster, whose one (declared) GPU a local trial would
+    # otherwise reserve, the trials then run side by side rather than taking turns
+    "learner.device=cpu",
     "run.target_return=null",
     "run.eval_episodes=3",
     "run.eval_interval_env_steps=2048",
