@@ -49,6 +49,10 @@ class ImpalaConfig(OnPolicyConfig):
     """V-trace: clipping of the trace coefficients (c bar)."""
     pg_rho_clip: float = bounded(1.0, gt=0.0)
     """V-trace: clipping of the importance weights in the policy gradient."""
+    trace_lambda: float = bounded(1.0, ge=0.0, le=1.0)
+    """V-trace's lambda, which scales the trace coefficients (c = lambda min(c_bar, rho)):
+    1 is the paper's V-trace, lower values weigh the value's bootstrap more than the
+    unroll's later rewards (less variance, more bias)."""
     baseline_coef: float = bounded(0.5, ge=0.0)
     """Weight of the value (baseline) loss."""
     entropy_coef: float = bounded(0.01, ge=0.0)
@@ -99,6 +103,7 @@ class ImpalaLearner(TorchLearner):
             rho_clip=algo.rho_clip,
             c_clip=algo.c_clip,
             pg_rho_clip=algo.pg_rho_clip,
+            trace_lambda=algo.trace_lambda,
         )
 
         # sums over unrolls and steps, the reference's scale

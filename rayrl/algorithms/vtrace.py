@@ -5,6 +5,11 @@ gamma, or 0 after a termination (no bootstrap); `continues` is 0 after *any* epi
 (termination or truncation), so that the correction never flows from the next episode back
 into this one. `next_values[t]` is V(x_{t+1}): the next observation's value, the final
 observation's value after a truncation, anything after a termination (it is discounted away).
+
+`trace_lambda` is the lambda of the paper's section 4.1 (as in Retrace(lambda)): the trace
+coefficients become c_t = lambda * min(c_bar, pi/mu), which on-policy turns the n-step
+return into the TD(lambda) return, trading the unroll's variance for the value's bias (the
+MinAtar paper's AC(lambda) uses 0.8). 1 is plain V-trace.
 """
 
 from __future__ import annotations
@@ -34,18 +39,20 @@ def vtrace(
     rho_clip: float = 1.0,
     c_clip: float = 1.0,
     pg_rho_clip: float = 1.0,
+    trace_lambda: float = 1.0,
 ) -> VTraceReturns:
     """V-trace targets and policy-gradient advantages.
 
     v_s = V(x_s) + sum_t (prod_{i<t} gamma_i c_i) delta_t, with
     delta_t = rho_t (r_t + gamma_t V(x_{t+1}) - V(x_t)), rho_t = min(rho_clip, pi/mu),
-    c_t = min(c_clip, pi/mu); computed backwards as
+    c_t = trace_lambda * min(c_clip, pi/mu); computed backwards as
     v_s - V(x_s) = delta_s + gamma_s c_s (v_{s+1} - V(x_{s+1})).
-    On-policy (pi = mu, clips >= 1) v_s is the n-step bootstrapped return.
+    On-policy (pi = mu, clips >= 1) v_s is the n-step bootstrapped return, or with
+    trace_lambda < 1 the TD(lambda) return.
     """
     rhos = torch.exp(target_logp - behaviour_logp)
     clipped_rhos = torch.clamp(rhos, max=rho_clip)
-    cs = torch.clamp(rhos, max=c_clip)
+    cs = trace_lambda * torch.clamp(rhos, max=c_clip)
     deltas = clipped_rhos * (rewards + discounts * next_values - values)
 
     vs_minus_values = torch.zeros_like(values)

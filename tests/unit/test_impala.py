@@ -195,7 +195,7 @@ def reference_loss(network, batch: Unrolls, algo) -> torch.Tensor:
                 target = target + trace * deltas[t]
                 if ends[t]:
                     break
-                trace = trace * gammas[t] * min(algo.c_clip, rho[t])
+                trace = trace * gammas[t] * algo.trace_lambda * min(algo.c_clip, rho[t])
             vs.append(target)
         for s in range(steps):
             following = vs[s + 1] if s + 1 < steps and not ends[s] else next_values[s]
@@ -209,17 +209,24 @@ def reference_loss(network, batch: Unrolls, algo) -> torch.Tensor:
 
 
 @pytest.mark.parametrize(
-    ("lstm_size", "separate_critic"),
-    [(None, False), (8, False), (None, True), (8, True)],
-    ids=["feedforward", "lstm", "separate-critic", "lstm-separate-critic"],
+    ("lstm_size", "separate_critic", "trace_lambda"),
+    [(None, False, 1.0), (None, False, 0.8), (8, False, 1.0), (None, True, 1.0), (8, True, 0.8)],
+    ids=["feedforward", "feedforward-lambda", "lstm", "separate-critic", "lstm-separate-critic"],
 )
-def test_loss_and_gradients_match_the_reference_at_its_scale(cartpole, lstm_size, separate_critic):
+def test_loss_and_gradients_match_the_reference_at_its_scale(
+    cartpole, lstm_size, separate_critic, trace_lambda
+):
     """A fixed batch with a termination and a truncation inside unrolls and off-policy
     ratios on both sides of the clips; the losses are sums, not means. A recurrent network
     starts from stored states and starts afresh after the episode ends inside the unrolls:
-    gradients through time against the per-step reference."""
+    gradients through time against the per-step reference. V-trace's lambda scales each
+    trace coefficient."""
     config, spec = cartpole
-    overrides = ["algorithm.rho_clip=1.0", "algorithm.c_clip=0.9"]
+    overrides = [
+        "algorithm.rho_clip=1.0",
+        "algorithm.c_clip=0.9",
+        f"algorithm.trace_lambda={trace_lambda}",
+    ]
     if lstm_size is not None:
         overrides.append(f"algorithm.lstm_size={lstm_size}")
     overrides.append(f"algorithm.separate_critic={str(separate_critic).lower()}")

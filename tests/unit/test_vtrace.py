@@ -79,3 +79,35 @@ def test_batch_columns_are_independent():
         col(1.0, 1.5, 2.0).repeat(1, 2),
     )
     torch.testing.assert_close(both.vs[:, 1:], single.vs)
+
+
+def lambda_returns(lam: float) -> list[float]:
+    """The TD(lambda) return of the three steps, by its textbook recursion:
+    G_t = r_t + gamma ((1 - lambda) V(x_{t+1}) + lambda G_{t+1}), G_3 = V(x_3)."""
+    rewards, next_values = [1.0, 2.0, 3.0], [1.0, 1.5, 2.0]
+    following = next_values[-1]
+    returns = []
+    for reward, next_value in zip(reversed(rewards), reversed(next_values), strict=True):
+        following = reward + 0.9 * ((1 - lam) * next_value + lam * following)
+        returns.append(following)
+    return returns[::-1]
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.5, 0.8, 1.0])
+def test_on_policy_vtrace_with_lambda_is_the_td_lambda_return(lam):
+    out = run(trace_lambda=lam)
+    assert out.vs[:, 0].tolist() == pytest.approx(lambda_returns(lam))
+    # the policy gradient bootstraps from the next step's target
+    vs_next = [*lambda_returns(lam)[1:], 2.0]
+    expected = [
+        r + 0.9 * v - value for r, v, value in zip([1, 2, 3], vs_next, [0.5, 1.0, 1.5], strict=True)
+    ]
+    assert out.pg_advantages[:, 0].tolist() == pytest.approx(expected)
+
+
+def test_lambda_scales_the_clipped_traces():
+    # off-policy, lambda 0.5: c_t = 0.5 * min(1, rho_t) = 0.5, 0.25, 0.5
+    out = run(log_rhos=(math.log(2.0), math.log(0.5), 0.0), trace_lambda=0.5)
+    # deltas 1.4, 1.175, 3.3; v_2 - V = 3.3; v_1 - V = 1.175 + .9*.25*3.3 = 1.9175;
+    # v_0 - V = 1.4 + .9*.5*1.9175 = 2.262875
+    assert out.vs[:, 0].tolist() == pytest.approx([2.762875, 2.9175, 4.8])
