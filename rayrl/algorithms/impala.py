@@ -33,7 +33,7 @@ from rayrl.config import LearnerConfig, RunConfig
 from rayrl.contract import Algorithm
 from rayrl.core import Unrolls, UpdateResult
 from rayrl.envs.spec import EnvSpec
-from rayrl.families.on_policy import ON_POLICY, OnPolicyConfig, planned_updates
+from rayrl.families.on_policy import ON_POLICY, OnPolicyConfig, planned_updates, policy_lag
 from rayrl.seeding import derive_seed
 from rayrl.strict import bounded
 
@@ -123,12 +123,14 @@ class ImpalaLearner(TorchLearner):
         grad_norm = self.step(parts["loss"], self.optimizer, self.network.parameters())
         lr = self.scheduler.get_last_lr()[0]  # the rate this update used
         self.scheduler.step()
+        lag = policy_lag(batch, self.updates)
         self.updates += 1
 
         parts["grad_norm"] = grad_norm
         values = torch.stack(list(parts.values())).detach().tolist()
         metrics = {f"learner/{name}": value for name, value in zip(parts, values, strict=True)}
         metrics["learner/lr"] = lr
+        metrics["learner/policy_lag"] = lag
         return UpdateResult(metrics=metrics)
 
 

@@ -47,7 +47,7 @@ from rayrl.contract import Algorithm
 from rayrl.core import Unrolls, UpdateResult
 from rayrl.envs.spec import EnvSpec
 from rayrl.errors import ConfigError
-from rayrl.families.on_policy import ON_POLICY, OnPolicyConfig, planned_updates
+from rayrl.families.on_policy import ON_POLICY, OnPolicyConfig, planned_updates, policy_lag
 from rayrl.seeding import derive_seed
 from rayrl.strict import bounded
 
@@ -309,6 +309,7 @@ class PPOLearner(TorchLearner):
                     metrics.setdefault(name, []).append(value.detach())
         lr = self.scheduler.get_last_lr()[0]  # the rate this update used
         self.scheduler.step()
+        lag = policy_lag(batch, self.updates)
         self.updates += 1
 
         means = torch.stack([torch.stack(steps).mean() for steps in metrics.values()]).tolist()
@@ -319,6 +320,7 @@ class PPOLearner(TorchLearner):
         result["learner/behaviour_weight"] = float(weights.mean())
         result["learner/lr"] = lr
         result["learner/clip"] = clip
+        result["learner/policy_lag"] = lag
         return UpdateResult(metrics=result)
 
     def sequences(self, batch: Unrolls, columns: dict[str, torch.Tensor]) -> Minibatching:

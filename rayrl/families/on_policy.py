@@ -8,6 +8,7 @@ from typing import Literal
 
 from rayrl.config import AlgorithmConfig, Config, LearnerConfig, RunConfig
 from rayrl.contract import StoreKind
+from rayrl.core import Unrolls
 from rayrl.envs.spec import EnvSpec, observation_bytes
 from rayrl.errors import ConfigError
 from rayrl.processing import UnrollProcessor
@@ -57,6 +58,15 @@ def planned_updates(algo: OnPolicyConfig, learner: LearnerConfig, run: RunConfig
     of linear schedules."""
     steps_per_update = learner.batch_size * algo.steps_per_chunk * learner.num_learners
     return max(1, run.total_env_steps // steps_per_update)
+
+
+def policy_lag(batch: Unrolls, learner_version: int) -> float:
+    """How many updates behind the learner the weights that acted the batch's unrolls are,
+    on average, when the learner learns from them (`learner_version`: its updates so far).
+    The workers' own figure (`worker/policy_lag_p50`) is taken when a chunk is delivered;
+    this one adds the time the unrolls waited in the queue, which is what the decoupled
+    objective and V-trace correct for."""
+    return float(learner_version - batch.policy_versions.mean())
 
 
 @dataclass(frozen=True)

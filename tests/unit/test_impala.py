@@ -146,6 +146,8 @@ def test_update_learns_to_prefer_rewarded_actions(cartpole):
     assert value.item() > 0.85
     assert float(batch.rewards.mean()) < 0.6
     assert learner.updates == 100
+    # acted by version 0, learned from by a learner 99 updates on
+    assert result.metrics["learner/policy_lag"] == 99.0
 
 
 def test_gaussian_head_for_box_actions():

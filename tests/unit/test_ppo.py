@@ -309,3 +309,15 @@ def test_stale_unrolls_are_weighted_by_the_start_policy_over_the_acting_one(cart
 def test_minibatches_must_divide_the_batch():
     with pytest.raises(ConfigError, match=r"algorithm.num_minibatches=3 does not divide the 256"):
         load_config("cartpole_ppo", ["algorithm.num_minibatches=3"])
+
+
+def test_the_policy_lag_of_what_the_learner_learns_from_is_reported(cartpole):
+    """The learner's own figure: its updates so far minus the versions that acted each
+    unroll, averaged over the batch (unrolls that waited in the queue count their wait)."""
+    config, spec = cartpole
+    learner = learner_for(config, spec)
+    batch = one_state_batch(np.ones((8, 32), dtype=np.int64), np.ones(4, np.float32))
+    assert learner.update(batch).metrics["learner/policy_lag"] == 0.0
+    learner.update(batch)
+    batch.policy_versions = np.array([2, 2, 2, 2, 1, 1, 0, 0])  # the learner is at 2
+    assert learner.update(batch).metrics["learner/policy_lag"] == pytest.approx(0.75)
