@@ -33,9 +33,10 @@ NetworkKind = Literal["auto", "mlp", "nature_cnn", "minatar_cnn"]
 
 RAY_PRECISION = 1e-4
 """The smallest amount of a resource Ray schedules."""
-RUN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
+RUN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._+-]{0,254}")
 """One plain directory name: a name with a path separator, `..` or a leading `/` would put
-the run outside `run.runs_dir`, and `.` or "" would be `run.runs_dir` itself."""
+the run outside `run.runs_dir`, and `.` or "" would be `run.runs_dir` itself. "+" names a
+variant (`minatar_ppo+decay-Breakout-s0`, as bench/learning.py names its runs)."""
 
 
 def run_name_problem(name: str) -> str | None:
@@ -44,7 +45,7 @@ def run_name_problem(name: str) -> str | None:
         return None
     return (
         "is not a plain directory name (the run's one directory under run.runs_dir); valid: "
-        "up to 255 letters, digits, '.', '_' and '-', not starting with '.'"
+        "up to 255 letters, digits, '.', '_', '+' and '-', not starting with '.' or '+'"
     )
 
 

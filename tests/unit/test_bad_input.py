@@ -55,7 +55,7 @@ def test_a_run_name_that_is_not_one_plain_directory_is_refused(refused, tmp_path
     line = refused(f"run.name={name}")
     assert "run.name=" in line
     assert "is not a plain directory name" in line
-    assert "letters, digits, '.', '_' and '-', not starting with '.'" in line
+    assert "letters, digits, '.', '_', '+' and '-', not starting with '.' or '+'" in line
 
 
 @pytest.mark.parametrize(

@@ -122,6 +122,7 @@ def test_bad_values_name_the_key_the_value_and_what_is_valid(override, message):
     "override",
     [
         "run.name=pong-dqn_seed.3",
+        "run.name=minatar_ppo+decay-Breakout-s0",
         f"run.name={'x' * 255}",
         "run.name=null",
         "algorithm.hidden_sizes=[]",
