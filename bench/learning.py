@@ -41,6 +41,7 @@ from pathlib import Path
 from common import machine
 
 import rayrl
+from rayrl.checkpoint import load_checkpoint
 from rayrl.config import config_to_dict, preset_names
 from rayrl.files import atomic_path, read_jsonl
 from rayrl.plot import curves_of, draw_curves, save_png
@@ -60,9 +61,26 @@ VARIANT_SUFFIX = ".variant.json"
 """Beside a run directory (`<run>.variant.json`; rayrl starts a run only in an empty
 directory): the variant's overrides, written when the run starts, so that its record and a
 resume know them."""
+FINAL_SUFFIX = ".final_eval.json"
+"""Beside a run directory: the evaluation of its last checkpoint on FINAL_EPISODES
+episodes, made once the run has reached its budget."""
+FINAL_EPISODES = 100
+"""Episodes of the final evaluation. The runs' own evaluations play the preset's 20, whose
+mean has a standard error of 5-10 on SpaceInvaders (returns spread 20-40 across
+episodes): too much to rank settings by. 100 episodes halve it or better, and take
+seconds to a minute here (a vector env of the evaluator's envs, one process)."""
 METRICS = ("env_steps", "run/wall_s", "worker/episode_return", "learner/utilization")
-EVALS = ("env_steps", "eval/return_mean", "eval/return_min", "eval/return_max")
-"""The columns of the metrics and evaluation rows that a record keeps."""
+EVALS = (
+    "env_steps",
+    "eval/return_mean",
+    "eval/return_min",
+    "eval/return_max",
+    "eval/return_std",
+    "eval/episodes",
+)
+"""The columns of the metrics and evaluation rows that a record keeps. Records written
+before 2026-11-27 hold the first four evaluation columns only (no spread, so no standard
+error of a single seed's figure)."""
 SETTINGS = ("env", "algorithm", "learner", "workers")
 """The config sections that make a run what it learns (`run.*` is its seed, budget and
 paths): a record keeps them, so that a row whose preset has changed since is caught."""
@@ -220,6 +238,30 @@ def train(
     )
 
 
+def evaluate_final(path: Path) -> None:
+    """Evaluate the last checkpoint of a run that reached its budget on FINAL_EPISODES
+    episodes (with the run's own protocol), once, beside the run."""
+    file = path.with_name(path.name + FINAL_SUFFIX)
+    run = RunDirectory.open(path)
+    if not run.latest_checkpoint.is_file():
+        return
+    env_steps = load_checkpoint(run.latest_checkpoint)["counters"]["env_steps"]
+    if env_steps < run.raw_config()["run"]["total_env_steps"]:
+        return  # stopped early: a resume continues it
+    if file.is_file() and json.loads(file.read_text())["env_steps"] == env_steps:
+        return
+    result = rayrl.evaluate(path, episodes=FINAL_EPISODES, which="latest")
+    metrics = result.metrics()
+    final = {"env_steps": env_steps, **{k: metrics[k] for k in EVALS[1:]}}
+    file.write_text(json.dumps(final) + "\n")
+
+
+def final_evaluation(path: Path) -> list | None:
+    """The run's final evaluation as a record row (EVALS' columns), if it has one."""
+    file = path.with_name(path.name + FINAL_SUFFIX)
+    return columns([json.loads(file.read_text())], EVALS)[0] if file.is_file() else None
+
+
 def variant_file(path: Path) -> Path:
     return path.with_name(path.name + VARIANT_SUFFIX)
 
@@ -293,8 +335,11 @@ def columns(rows: list[dict], keys: tuple[str, ...]) -> list[list]:
 
 
 def expand(table: list[list], keys: tuple[str, ...]) -> list[dict]:
-    """The rows that `columns` kept, as dicts without the values they lacked."""
-    return [{k: v for k, v in zip(keys, row, strict=True) if v is not None} for row in table]
+    """The rows that `columns` kept, as dicts without the values they lacked (an older
+    record's rows may stop short of the last keys)."""
+    if any(len(row) > len(keys) for row in table):
+        raise ValueError(f"a record row has more columns than {keys}")
+    return [{k: v for k, v in zip(keys, row, strict=False) if v is not None} for row in table]
 
 
 def write_record(path: Path) -> None:
@@ -316,6 +361,7 @@ def write_record(path: Path) -> None:
         "machine": machine(),
         "measured": datetime.date.fromtimestamp(metrics_file.stat().st_mtime).isoformat(),
         "evals": columns(read_jsonl(path / "eval.jsonl"), EVALS),
+        "final_eval": final_evaluation(path),
         "metrics": columns(read_jsonl(metrics_file), METRICS),
     }
     with atomic_path(RECORDS / f"{path.name}.json") as tmp:
@@ -327,6 +373,9 @@ class RunFigures:
     env_steps: int
     wall_s: float
     final_eval: float
+    final_eval_se: float
+    """The standard error of `final_eval` over its episodes (NaN where the record has no
+    spread): the evaluation's own noise."""
     final_training: float
     learner_share: float
     """Fraction of the run's wall time its learner spent in optimization steps."""
@@ -350,15 +399,29 @@ def figures(record: dict, budget: int) -> RunFigures | None:
     evals = [r for r in expand(record["evals"], EVALS) if r["env_steps"] <= limit]
     if not evals or evals[-1]["env_steps"] < budget / SLACK or "eval/return_mean" not in evals[-1]:
         return None
+    final = expand([record["final_eval"]], EVALS)[0] if record.get("final_eval") else None
+    if final and final["env_steps"] == evals[-1]["env_steps"]:
+        evals[-1] = final  # the same weights, on FINAL_EPISODES episodes
     training = [r["worker/episode_return"] for r in metrics if "worker/episode_return" in r]
     utilization = [r["learner/utilization"] for r in metrics if "learner/utilization" in r]
     return RunFigures(
         env_steps=evals[-1]["env_steps"],
         wall_s=max(r.get("run/wall_s", 0.0) for r in metrics),
         final_eval=evals[-1]["eval/return_mean"],
+        final_eval_se=evals[-1].get("eval/return_std", math.nan)
+        / math.sqrt(evals[-1].get("eval/episodes", math.nan)),
         final_training=statistics.mean(training[-10:]) if training else math.nan,
         learner_share=statistics.mean(utilization) if utilization else math.nan,
     )
+
+
+def standard_error(runs: list[RunFigures]) -> str:
+    """The standard error of the row's mean evaluation return: across seeds (their standard
+    deviation over the square root of their number) with several, the evaluation's own
+    (over its episodes) with one."""
+    if len(runs) > 1:
+        return f"{statistics.stdev(r.final_eval for r in runs) / math.sqrt(len(runs)):.1f}"
+    return "-" if math.isnan(runs[0].final_eval_se) else f"{runs[0].final_eval_se:.1f}"
 
 
 def mean_std(values: list[float]) -> str:
@@ -394,7 +457,8 @@ def table_rows(groups: dict[tuple[str, str], list[dict]]) -> dict[tuple[str, str
             wall = statistics.mean(f.wall_s for f in runs)
             made[variant, game, budget] = (
                 f"| `{variant}` | {game} | {len(runs)} | {steps:,} | "
-                f"{mean_std([f.final_eval for f in runs])} | "
+                f"{mean_std([f.final_eval for f in runs])} | {standard_error(runs)} | "
+                f"{min(f.final_eval for f in runs):.1f} | "
                 f"{mean_std([f.final_training for f in runs])} | {wall / 60:.0f} min | "
                 f"{wall / 60 / (steps / 1e6):.1f} min | "
                 f"{100 * statistics.mean(f.learner_share for f in runs):.0f}% | "
@@ -449,6 +513,7 @@ def report(runs: Path) -> None:
     the curves of every group with records) from all the records."""
     for path in sorted(runs.iterdir()) if runs.is_dir() else []:
         if RUN_NAME.fullmatch(path.name) and (path / "metrics.jsonl").is_file():
+            evaluate_final(path)
             write_record(path)
     groups = read_records()
     for record in (r for members in groups.values() for r in members):
@@ -468,15 +533,17 @@ def report(runs: Path) -> None:
         "What the presets learn on MinAtar, beside published figures. Made by",
         "`bench/learning.py` (the commands are under the table); every run is the Ray runtime",
         f"on one machine ({'; '.join(machines) or machine()}). Returns are evaluation returns",
-        "(`eval.jsonl`: the evaluation protocol of the preset) at the last evaluation, mean ±",
-        "standard deviation across seeds, and the training return (the workers' last",
-        "episodes, with their exploration) beside it; the published figures are training",
-        "returns.",
+        "(`eval.jsonl`: the evaluation protocol of the preset) at the last evaluation (at the",
+        f"end of a run, its last checkpoint on {FINAL_EPISODES} episodes), mean ±",
+        "standard deviation across seeds, with the standard error of that mean (across seeds;",
+        "for one seed, over its evaluation's episodes) and the worst seed's return, and the",
+        "training return (the workers' last episodes, with their exploration) beside it; the",
+        "published figures are training returns.",
         "",
-        "| preset | game | seeds | env steps | evaluation return | training return | "
-        "wall time | wall per 1M steps | learner busy | published | source, and how it differs "
-        "| measured |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| preset | game | seeds | env steps | evaluation return | s.e. | worst seed | "
+        "training return | wall time | wall per 1M steps | learner busy | published | "
+        "source, and how it differs | measured |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *made.values(),
         *earlier,
         "",
@@ -547,7 +614,9 @@ def main() -> None:
             for seed in args.seeds:
                 start = time.monotonic()
                 train(args.runs, variant, args.overrides, game, seed, args.env_steps)
-                write_record(args.runs / run_name(variant, game, seed))
+                path = args.runs / run_name(variant, game, seed)
+                evaluate_final(path)
+                write_record(path)
                 print(f"{variant} {game} seed {seed}: {time.monotonic() - start:.0f} s")
     report(args.runs)
 

@@ -90,10 +90,32 @@ def test_records_replace_the_earlier_rows_of_their_budget_only(learning, tmp_pat
     assert learning.earlier_text() == ["prose"]
 
 
-def test_seeds_across_one_row_give_mean_and_std(learning):
+def test_seeds_across_one_row_give_mean_std_standard_error_and_the_worst_seed(learning):
     members = [record(learning, seed, evals=[(1_000_000, m)]) for seed, m in enumerate([2, 4])]
     (row,) = learning.table_rows({("minatar_dqn", "Breakout"): members}).values()
-    assert "| 2 | 1,000,000 | 3.0 ± 1.4 |" in row
+    # standard error across seeds: 1.414 / sqrt(2); the worst seed's return: 2
+    assert "| 2 | 1,000,000 | 3.0 ± 1.4 | 1.0 | 2.0 |" in row
+
+
+def test_one_seed_gives_its_evaluations_standard_error_where_the_record_has_its_spread(learning):
+    run = record(learning, evals=[(1_000_000, 30.0)])
+    run["evals"] = learning.columns(
+        [
+            {
+                "env_steps": 1_000_000,
+                "eval/return_mean": 30.0,
+                "eval/return_std": 20.0,
+                "eval/episodes": 100,
+            }
+        ],
+        learning.EVALS,
+    )
+    (row,) = learning.table_rows({("minatar_dqn", "Breakout"): [run]}).values()
+    assert "| 1 | 1,000,000 | 30.0 | 2.0 | 30.0 |" in row  # 20 / sqrt(100)
+    # a record written before the spread was kept: four evaluation columns, no error
+    run["evals"] = [[1_000_000, 30.0, 0.0, 60.0]]
+    (row,) = learning.table_rows({("minatar_dqn", "Breakout"): [run]}).values()
+    assert "| 1 | 1,000,000 | 30.0 | - | 30.0 |" in row
 
 
 def test_commands_name_only_the_games_and_seeds_that_ran_together(learning):
@@ -175,3 +197,16 @@ def test_a_record_without_settings_is_named(learning):
         SystemExit, match=re.escape("minatar_dqn-Breakout-s0.json keeps no settings")
     ):
         learning.stale_settings(run)
+
+
+def test_a_run_evaluated_at_its_end_on_more_episodes_reports_that_evaluation(learning):
+    """The final checkpoint's evaluation on FINAL_EPISODES episodes replaces the run's own
+    last evaluation of the same weights (its env steps), and only that one."""
+    run = record(learning, planned=2_000_000, evals=[(1_000_064, 3.0), (2_000_128, 9.0)])
+    final = {"env_steps": 2_000_128, "eval/return_mean": 7.0, "eval/return_std": 5.0}
+    run["final_eval"] = learning.columns([{**final, "eval/episodes": 100}], learning.EVALS)[0]
+    at_end = learning.figures(run, 2_000_000)
+    assert (at_end.final_eval, at_end.final_eval_se) == (7.0, 0.5)
+    assert learning.figures(run, 1_000_000).final_eval == 3.0
+    run["final_eval"][0] = 1_900_000  # another checkpoint's: not this evaluation
+    assert learning.figures(run, 2_000_000).final_eval == 9.0
