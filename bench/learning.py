@@ -157,6 +157,7 @@ def protocols() -> list[str]:
                 (env.clip_rewards, "clipped"),
                 (env.terminal_on_life_loss, "life"),
                 (env.normalize.observations, "normalized observations"),
+                (env.normalize.rewards, "normalized rewards"),
             )
             if on
         )
