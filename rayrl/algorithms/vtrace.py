@@ -49,6 +49,11 @@ def vtrace(
     v_s - V(x_s) = delta_s + gamma_s c_s (v_{s+1} - V(x_{s+1})).
     On-policy (pi = mu, clips >= 1) v_s is the n-step bootstrapped return, or with
     trace_lambda < 1 the TD(lambda) return.
+
+    The policy gradient's advantage is min(pg_rho_clip, pi/mu) (q_s - V(x_s)) with
+    q_s = r_s + gamma_s v_{s+1} (the paper's), where with trace_lambda < 1 the bootstrap is
+    lambda v_{s+1} + (1 - lambda) V(x_{s+1}), as DeepMind's rlax computes it: on-policy the
+    advantage is then the TD(lambda) return's, and lambda 0 gives the one-step TD error.
     """
     rhos = torch.exp(target_logp - behaviour_logp)
     clipped_rhos = torch.clamp(rhos, max=rho_clip)
@@ -62,9 +67,11 @@ def vtrace(
         vs_minus_values[t] = carry
     vs = values + vs_minus_values
 
-    # v_{s+1}: the next step's target inside an episode, else the bootstrap value
+    # what q_s bootstraps from: inside an episode lambda v_{s+1} + (1 - lambda) V(x_{s+1}),
+    # else (and after the unroll) the bootstrap value
     vs_next = next_values.clone()
     inside = continues[:-1] > 0
-    vs_next[:-1] = torch.where(inside, vs[1:], next_values[:-1])
+    mixed = trace_lambda * vs[1:] + (1.0 - trace_lambda) * next_values[:-1]
+    vs_next[:-1] = torch.where(inside, mixed, next_values[:-1])
     pg_advantages = torch.clamp(rhos, max=pg_rho_clip) * (rewards + discounts * vs_next - values)
     return VTraceReturns(vs=vs, pg_advantages=pg_advantages)

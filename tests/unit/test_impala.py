@@ -200,7 +200,9 @@ def reference_loss(network, batch: Unrolls, algo) -> torch.Tensor:
                 trace = trace * gammas[t] * algo.trace_lambda * min(algo.c_clip, rho[t])
             vs.append(target)
         for s in range(steps):
-            following = vs[s + 1] if s + 1 < steps and not ends[s] else next_values[s]
+            following = next_values[s]
+            if s + 1 < steps and not ends[s]:  # rlax's bootstrap with lambda
+                following = algo.trace_lambda * vs[s + 1] + (1 - algo.trace_lambda) * following
             advantage = min(algo.pg_rho_clip, rho[s]) * (
                 batch.rewards[b][s] + gammas[s] * following - values[s].detach()
             )

@@ -97,11 +97,8 @@ def lambda_returns(lam: float) -> list[float]:
 def test_on_policy_vtrace_with_lambda_is_the_td_lambda_return(lam):
     out = run(trace_lambda=lam)
     assert out.vs[:, 0].tolist() == pytest.approx(lambda_returns(lam))
-    # the policy gradient bootstraps from the next step's target
-    vs_next = [*lambda_returns(lam)[1:], 2.0]
-    expected = [
-        r + 0.9 * v - value for r, v, value in zip([1, 2, 3], vs_next, [0.5, 1.0, 1.5], strict=True)
-    ]
+    # on-policy, the policy gradient's advantage is the TD(lambda) return's
+    expected = [g - value for g, value in zip(lambda_returns(lam), [0.5, 1.0, 1.5], strict=True)]
     assert out.pg_advantages[:, 0].tolist() == pytest.approx(expected)
 
 
