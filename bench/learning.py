@@ -43,9 +43,10 @@ from common import machine
 import rayrl
 from rayrl.checkpoint import load_checkpoint
 from rayrl.config import config_to_dict, preset_names
+from rayrl.errors import CheckpointError
 from rayrl.files import atomic_path, read_jsonl
 from rayrl.plot import curves_of, draw_curves, save_png
-from rayrl.presets import load_config, migrate_saved, saved_config
+from rayrl.presets import load_config, saved_config
 from rayrl.rundir import RunDirectory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,10 +252,15 @@ def evaluate_final(path: Path) -> None:
         return  # stopped early: a resume continues it
     if file.is_file() and json.loads(file.read_text())["env_steps"] == env_steps:
         return
-    result = rayrl.evaluate(path, episodes=FINAL_EPISODES, which="latest")
+    try:
+        result = rayrl.evaluate(path, episodes=FINAL_EPISODES, which="latest")
+    except CheckpointError as exc:  # one unreadable run must not stop the report
+        print(f"{path.name}: no final evaluation ({exc})", flush=True)
+        return
     metrics = result.metrics()
     final = {"env_steps": env_steps, **{k: metrics[k] for k in EVALS[1:]}}
-    file.write_text(json.dumps(final) + "\n")
+    with atomic_path(file) as tmp:
+        tmp.write_text(json.dumps(final) + "\n")
 
 
 def final_evaluation(path: Path) -> list | None:
@@ -302,8 +308,9 @@ def undotted(flat: dict[str, object]) -> dict:
 
 def stale_settings(record: dict) -> list[str]:
     """Where the run of `record` was trained otherwise than its preset and overrides train
-    now ("learner.lr: 0.0005, now 0.002"): its label would then misname it. Only the
-    settings the run had are compared, so a field added to the config since is no change."""
+    now ("learner.lr: 0.0005, now 0.002"): its label would then misname it. A field added
+    to the config since the run counts at its default, which is what the run had: a preset
+    that now sets it otherwise has changed."""
     if "settings" not in record:
         raise SystemExit(
             f"bench/learning_records/{record['run']}.json keeps no settings (it predates them): "
@@ -313,8 +320,9 @@ def stale_settings(record: dict) -> list[str]:
     now = settings(
         config_to_dict(load_config(preset_of(record["variant"]), [*record["overrides"], *game]))
     )
-    # the record's own settings, under today's names (`rayrl.renamed_keys`)
-    recorded = dotted(migrate_saved(undotted(record["settings"])))
+    # the record's own settings, under today's names (`rayrl.renamed_keys`), with the
+    # defaults of the fields it predates
+    recorded = settings(config_to_dict(saved_config(undotted(record["settings"]))))
     return [
         f"{key}: {then!r}, now {now.get(key)!r}"
         for key, then in sorted(recorded.items())
@@ -409,11 +417,20 @@ def figures(record: dict, budget: int) -> RunFigures | None:
         env_steps=evals[-1]["env_steps"],
         wall_s=max(r.get("run/wall_s", 0.0) for r in metrics),
         final_eval=evals[-1]["eval/return_mean"],
-        final_eval_se=evals[-1].get("eval/return_std", math.nan)
-        / math.sqrt(evals[-1].get("eval/episodes", math.nan)),
+        final_eval_se=standard_error_of_episodes(evals[-1]),
         final_training=statistics.mean(training[-10:]) if training else math.nan,
         learner_share=statistics.mean(utilization) if utilization else math.nan,
     )
+
+
+def standard_error_of_episodes(evaluation: dict) -> float:
+    """The standard error of an evaluation's mean over its episodes (NaN without its
+    spread). `eval/return_std` is the episodes' population deviation (numpy's), so the
+    sample deviation's error is std / sqrt(n - 1)."""
+    episodes = evaluation.get("eval/episodes", math.nan)
+    if not episodes > 1:
+        return math.nan
+    return evaluation.get("eval/return_std", math.nan) / math.sqrt(episodes - 1)
 
 
 def standard_error(runs: list[RunFigures]) -> str:
@@ -603,7 +620,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--env-steps", type=int, default=1_000_000)
     parser.add_argument("--runs", type=Path, default=RUNS)
-    parser.add_argument("--report", action="store_true", help="only rewrite docs/learning.md")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="train nothing: evaluate the finished runs under --runs that have no final "
+        "evaluation yet, and rewrite docs/learning.md",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if not args.report:

@@ -111,7 +111,7 @@ def test_one_seed_gives_its_evaluations_standard_error_where_the_record_has_its_
         learning.EVALS,
     )
     (row,) = learning.table_rows({("minatar_dqn", "Breakout"): [run]}).values()
-    assert "| 1 | 1,000,000 | 30.0 | 2.0 | 30.0 |" in row  # 20 / sqrt(100)
+    assert "| 1 | 1,000,000 | 30.0 | 2.0 | 30.0 |" in row  # 20 / sqrt(100 - 1)
     # a record written before the spread was kept: four evaluation columns, no error
     run["evals"] = [[1_000_000, 30.0, 0.0, 60.0]]
     (row,) = learning.table_rows({("minatar_dqn", "Breakout"): [run]}).values()
@@ -155,7 +155,7 @@ def test_a_variant_needs_a_plain_label_and_its_settings(learning, label, overrid
 def test_a_record_whose_preset_changed_since_is_refused(learning, tmp_path, monkeypatch):
     """A row is labeled by its preset and overrides; if the preset changes after the run,
     the label would misname the run, so the report refuses it and says what changed."""
-    from rayrl.config import config_to_dict
+    from rayrl.config import LearnerConfig, config_to_dict
     from rayrl.presets import load_config
 
     game = ["env.id=MinAtar/SpaceInvaders-v1"]
@@ -182,8 +182,14 @@ def test_a_record_whose_preset_changed_since_is_refused(learning, tmp_path, monk
     exact = load_config("minatar_ppo", ["algorithm.entropy_coef=0.03", *game])
     run["settings"] = json.loads(json.dumps(learning.settings(config_to_dict(exact))))
     assert learning.stale_settings(run) == []
-    del run["settings"]["learner.lr"]  # a field added to the config since is no change
+    # a field added to the config since the run counts at its default, which the run had:
+    # no change where the preset keeps the default, a change where it sets another value
+    del run["settings"]["algorithm.clip_coef"]
     assert learning.stale_settings(run) == []
+    lr = run["settings"].pop("learner.lr")
+    default = LearnerConfig().lr
+    assert learning.stale_settings(run) == [f"learner.lr: {default!r}, now {now!r}"]
+    run["settings"]["learner.lr"] = lr
     # a record made before a key was renamed is read under today's name
     run["settings"]["algorithm.num_steps"] = run["settings"].pop("algorithm.steps_per_chunk")
     assert learning.stale_settings(run) == []
@@ -206,7 +212,8 @@ def test_a_run_evaluated_at_its_end_on_more_episodes_reports_that_evaluation(lea
     final = {"env_steps": 2_000_128, "eval/return_mean": 7.0, "eval/return_std": 5.0}
     run["final_eval"] = learning.columns([{**final, "eval/episodes": 100}], learning.EVALS)[0]
     at_end = learning.figures(run, 2_000_000)
-    assert (at_end.final_eval, at_end.final_eval_se) == (7.0, 0.5)
+    assert at_end.final_eval == 7.0
+    assert at_end.final_eval_se == pytest.approx(5.0 / 99**0.5)
     assert learning.figures(run, 1_000_000).final_eval == 3.0
     run["final_eval"][0] = 1_900_000  # another checkpoint's: not this evaluation
     assert learning.figures(run, 2_000_000).final_eval == 9.0
