@@ -240,10 +240,14 @@ def train(
     )
 
 
+def final_file(path: Path) -> Path:
+    return path.with_name(path.name + FINAL_SUFFIX)
+
+
 def evaluate_final(path: Path) -> None:
     """Evaluate the last checkpoint of a run that reached its budget on FINAL_EPISODES
     episodes (with the run's own protocol), once, beside the run."""
-    file = path.with_name(path.name + FINAL_SUFFIX)
+    file = final_file(path)
     run = RunDirectory.open(path)
     if not run.latest_checkpoint.is_file():
         return
@@ -265,7 +269,7 @@ def evaluate_final(path: Path) -> None:
 
 def final_evaluation(path: Path) -> list | None:
     """The run's final evaluation as a record row (EVALS' columns), if it has one."""
-    file = path.with_name(path.name + FINAL_SUFFIX)
+    file = final_file(path)
     return columns([json.loads(file.read_text())], EVALS)[0] if file.is_file() else None
 
 
