@@ -1,0 +1,67 @@
+"""bench/suite_cost.py: one row per test from a real pytest run, and the table summed by file
+and ordered by CPU seconds. What to cut from the suite is chosen from this table."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def suite_cost():
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        yield importlib.import_module("suite_cost")
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+
+
+def test_the_plugin_writes_a_row_per_test_with_the_cpu_it_cost(suite_cost, tmp_path):
+    tests = tmp_path / "test_two.py"
+    tests.write_text(
+        "import time\n"
+        "def test_spins():\n"
+        "    end = time.process_time() + 0.3\n"
+        "    while time.process_time() < end:\n"
+        "        pass\n"
+        "def test_sleeps():\n"
+        "    time.sleep(0.3)\n"
+    )
+    out = tmp_path / "cost.jsonl"
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "bench.suite_cost", str(tests)],
+        cwd=REPO,
+        env={**os.environ, suite_cost.OUT_VARIABLE: str(out)},
+        check=True,
+        capture_output=True,
+    )
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    rows = {row["test"].split("::")[1]: row for row in written}
+    assert set(rows) == {"test_spins", "test_sleeps"}
+    assert rows["test_spins"]["cpu_s"] >= 0.25  # the machine's busy time covers the spin
+    assert rows["test_sleeps"]["wall_s"] >= 0.3
+
+
+def test_the_table_sums_by_file_and_puts_the_costliest_first(suite_cost):
+    rows = [
+        {"test": "tests/a.py::cheap", "cpu_s": 1.0, "wall_s": 1.0},
+        {"test": "tests/b.py::dear", "cpu_s": 8.0, "wall_s": 5.0},
+        {"test": "tests/a.py::middling", "cpu_s": 3.0, "wall_s": 2.0},
+    ]
+    table = suite_cost.report(rows, top=2).splitlines()
+    cores = os.cpu_count() or 1
+    assert table[0] == (
+        f"3 tests: 12 CPU-s in 8 s of tests, the machine busy {12 / 8 / cores:.0%} of its "
+        f"{cores} cores"
+    )
+    files = [line for line in table if line.startswith("| tests/") and "::" not in line]
+    assert files == ["| tests/b.py | 1 | 8 | 5 |", "| tests/a.py | 2 | 4 | 3 |"]
+    listed = [line.split(" | ")[0] for line in table if "::" in line]
+    assert listed == ["| tests/b.py::dear", "| tests/a.py::middling"]
