@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -12,6 +17,18 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def bench_script(name: str) -> Iterator[ModuleType]:
+    """The script `bench/<name>.py` imported as a module, with `bench/` on the path while it is
+    used: the scripts are run by hand and import each other by name (`from common import ...`),
+    so `bench/` is a folder of scripts, not a package."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(str(REPO / "bench"))
 
 
 def tiny_run_overrides(runs_dir: Path) -> list[str]:

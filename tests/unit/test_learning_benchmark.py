@@ -4,23 +4,18 @@ learning results are read from, so a wrong row would misreport them."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
-import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import bench_script
 
 
 @pytest.fixture(scope="module")
 def learning():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        yield importlib.import_module("learning")
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+    with bench_script("learning") as script:
+        yield script
 
 
 def record(learning, seed=0, *, planned=1_000_000, scheduled=False, evals=(), game="Breakout"):

@@ -3,7 +3,6 @@ and ordered by CPU seconds. What to cut from the suite is chosen from this table
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -11,16 +10,13 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, bench_script
 
 
 @pytest.fixture(scope="module")
 def suite_cost():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        yield importlib.import_module("suite_cost")
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+    with bench_script("suite_cost") as script:
+        yield script
 
 
 def test_the_plugin_writes_a_row_per_test_with_the_cpu_it_cost(suite_cost, tmp_path):
