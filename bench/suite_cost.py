@@ -89,6 +89,8 @@ def main() -> int:
     parser.add_argument("--report", type=Path, help="print the table of an earlier run's --out")
     parser.add_argument("--top", type=int, default=30)
     args, pytest_args = parser.parse_known_args()
+    if args.report is not None and not args.report.is_file():
+        parser.error(f"--report {args.report}: no such file (an earlier run's --out)")
     if args.report is None:
         args.out.unlink(missing_ok=True)
         command = [sys.executable, "-m", "pytest", "-p", "bench.suite_cost", *pytest_args]
