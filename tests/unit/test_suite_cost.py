@@ -61,3 +61,15 @@ def test_the_table_sums_by_file_and_puts_the_costliest_first(suite_cost):
     assert files == ["| tests/b.py | 1 | 8 | 5 |", "| tests/a.py | 2 | 4 | 3 |"]
     listed = [line.split(" | ")[0] for line in table if "::" in line]
     assert listed == ["| tests/b.py::dear", "| tests/a.py::middling"]
+
+
+def test_a_missing_report_file_is_one_line_naming_the_option(tmp_path):
+    missing = tmp_path / "never-written.jsonl"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "suite_cost.py"), "--report", str(missing)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert f"--report {missing}: no such file" in done.stderr
+    assert "Traceback" not in done.stderr
