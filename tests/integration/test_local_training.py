@@ -83,7 +83,7 @@ def test_resume_continues_counters_and_learner_state(tiny):
     before = load_checkpoint(RunDirectory(first.run_dir).latest_checkpoint)
     resumed = rayrl.train(
         resume=first.run_dir,
-        overrides=["run.total_env_steps=4096", "workers.num_workers=1"],
+        overrides=["run.total_env_steps=4096", "workers.num_workers=2"],
     )
     assert resumed.run_dir == first.run_dir
     assert resumed.counters.env_steps == 4096
@@ -93,7 +93,7 @@ def test_resume_continues_counters_and_learner_state(tiny):
     assert_in_env_step_order(first.run_dir)
     after = load_checkpoint(RunDirectory(first.run_dir).latest_checkpoint)
     assert after["counters"]["updates"] > before["counters"]["updates"]
-    assert after["config"]["workers"]["num_workers"] == 1
+    assert after["config"]["workers"]["num_workers"] == 2
 
 
 def test_a_run_stopped_before_its_first_checkpoint_resumes_from_the_start(tiny, tmp_path):

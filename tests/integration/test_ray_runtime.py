@@ -55,7 +55,8 @@ FAULT_RUN_STEPS = 16384
 def fault_run(tmp_path: Path, name: str, *extra: str) -> list[str]:
     """A short run whose faults land mid-run: its budget leaves several seconds of training
     after the kills below (at 2-3k env steps), however fast the machine, so that each
-    replacement happens, and is counted, before the run ends."""
+    replacement happens, and is counted, before the run ends. One rollout worker, as in
+    `tiny_run_overrides`: a killed or hung one stops the sampling until it is replaced."""
     return [
         "logging.console=false",
         f"run.runs_dir={tmp_path}",
@@ -70,6 +71,7 @@ def fault_run(tmp_path: Path, name: str, *extra: str) -> list[str]:
         "algorithm.replay.samples_per_insert=4",
         "learner.batch_size=64",
         "learner.sync_interval=10",
+        "workers.num_workers=1",
         *extra,
     ]
 
@@ -235,8 +237,7 @@ def test_hung_worker_is_killed_and_replaced(ray_cluster, tmp_path, hang_marker):
             "hang",
             "env.id=tests.fake_envs:HangingCartPole-v0",
             "workers.sample_timeout_s=3",
-            # the env steps at most 1k/s per worker: the other worker alone needs well over
-            # the 3 s timeout for what is left after the hang
+            # the run's one worker hangs: nothing is sampled until it is replaced
             "run.total_env_steps=16384",
             "run.eval_interval_env_steps=100000",  # the evaluator steps this env too
         ),
@@ -253,9 +254,11 @@ def test_resume_with_a_different_number_of_workers(ray_cluster, tmp_path):
     before = load_checkpoint(RunDirectory(first.run_dir).latest_checkpoint)["counters"]
     resumed = rayrl.train(
         resume=first.run_dir,
-        overrides=["workers.num_workers=1", "run.total_env_steps=6144"],
+        overrides=["workers.num_workers=2", "run.total_env_steps=6144"],
     )
     assert resumed.counters.env_steps >= 6144
+    after = load_checkpoint(RunDirectory(first.run_dir).latest_checkpoint)["config"]
+    assert after["workers"]["num_workers"] == 2
     assert resumed.counters.updates > before["updates"]
     rows = read_jsonl(first.run_dir / "metrics.jsonl")
     assert_in_env_step_order(first.run_dir)
