@@ -1,5 +1,6 @@
-"""IMPALA end to end: learning with the Ray runtime, two all-reduced learners, the
-`DistributedAgent` API (with torch.compile and a warm start), and both runtimes' smoke runs."""
+"""IMPALA end to end: the preset's learning, two all-reduced learners learning with the Ray
+runtime, the `DistributedAgent` API (with torch.compile and a warm start), and both runtimes'
+smoke runs."""
 
 from __future__ import annotations
 
@@ -16,18 +17,23 @@ def quiet(tmp_path):
 
 
 @pytest.mark.slow
-def test_impala_cartpole_reaches_the_threshold_with_ray(ray_cluster, tmp_path):
-    result = rayrl.train("cartpole_impala", overrides=[*quiet(tmp_path), "run.seed=0"])
+def test_impala_cartpole_reaches_the_threshold(tmp_path):
+    """`cartpole_impala` as shipped, in one process: deterministic, it solves at 110,080 env
+    steps (seed 0) in 16 s, where with the Ray runtime the time varied from 29 s to 94 s
+    between runs of the suite with the asynchronous workers' timing. The Ray runtime's
+    IMPALA learns in the test below and on MinAtar (`test_minatar_learning.py`)."""
+    result = rayrl.train(
+        "cartpole_impala", overrides=[*quiet(tmp_path), "run.seed=0", "run.runtime=local"]
+    )
     assert result.stop_reason == "target_return reached"
     assert result.final_eval.mean >= 475
     assert len(result.final_eval.returns) == 10
-    assert "stale unrolls dropped" in result.summary
 
 
 @pytest.mark.slow
 def test_two_learners_keep_identical_parameters_and_learn(ray_cluster, tmp_path):
-    """Learning to 200, nine times a random policy's 22: the threshold test above shows the
-    whole way to 475 (with two learners it took 52 s on an idle machine, to 200 28 s)."""
+    """Learning to 200, nine times a random policy's 22, with the Ray runtime (with two
+    learners it took 52 s to 475 on an idle machine, to 200 28 s)."""
     result = rayrl.train(
         "cartpole_impala",
         overrides=[
@@ -41,6 +47,7 @@ def test_two_learners_keep_identical_parameters_and_learn(ray_cluster, tmp_path)
     assert len(set(result.learner_digests)) == 1
     assert result.stop_reason == "target_return reached"
     assert result.final_eval.mean >= 200
+    assert "stale unrolls dropped" in result.summary
 
 
 def test_distributed_agent_trains_evaluates_saves_and_warm_starts(ray_cluster, tmp_path):
