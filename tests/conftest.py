@@ -7,11 +7,18 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.local_runs import RunKey, run_all, run_key
+
+if TYPE_CHECKING:
+    from rayrl.run_lifecycle import TrainResult
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
@@ -69,6 +76,22 @@ def tiny_run(tmp_path):
 def tiny(tmp_path):
     """`tiny_run` for the default preset (DQN on CartPole), with a small replay."""
     return tiny_overrides(tmp_path / "runs")
+
+
+@pytest.fixture(scope="session")
+def local_runs(request, tmp_path_factory) -> dict[RunKey, Future[TrainResult]]:
+    """The local-runtime runs of every selected test marked `local_run`, done two at a time
+    when the first of those tests runs."""
+    keys = list(dict.fromkeys(filter(None, map(run_key, request.session.items))))
+    return run_all(keys, tmp_path_factory.mktemp("local-runs"))
+
+
+@pytest.fixture
+def local_run_result(request, local_runs) -> TrainResult:
+    """The result of this test's `local_run`."""
+    key = run_key(request.node)
+    assert key is not None, "local_run_result needs a @local_run(preset, *overrides) marker"
+    return local_runs[key].result()
 
 
 @pytest.fixture(scope="session")

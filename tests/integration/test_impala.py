@@ -10,6 +10,7 @@ import pytest
 import rayrl
 from rayrl.checkpoint import load_policy
 from rayrl.rundir import RunDirectory
+from tests.local_runs import local_run
 
 
 def quiet(tmp_path):
@@ -17,14 +18,13 @@ def quiet(tmp_path):
 
 
 @pytest.mark.slow
-def test_impala_cartpole_reaches_the_threshold(tmp_path):
+@local_run("cartpole_impala", "run.seed=0")
+def test_impala_cartpole_reaches_the_threshold(local_run_result):
     """`cartpole_impala` as shipped, in one process: deterministic, it solves at 110,080 env
     steps (seed 0) in 16 s, where with the Ray runtime the time varied from 29 s to 94 s
     between runs of the suite with the asynchronous workers' timing. The Ray runtime's
     IMPALA learns in the test below and on MinAtar (`test_minatar_learning.py`)."""
-    result = rayrl.train(
-        "cartpole_impala", overrides=[*quiet(tmp_path), "run.seed=0", "run.runtime=local"]
-    )
+    result = local_run_result
     assert result.stop_reason == "target_return reached"
     assert result.final_eval.mean >= 475
     assert len(result.final_eval.returns) == 10

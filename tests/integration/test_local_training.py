@@ -19,20 +19,14 @@ from rayrl.presets import load_config
 from rayrl.run_lifecycle import StopReason
 from rayrl.rundir import RunDirectory
 from tests.conftest import tiny_overrides
+from tests.local_runs import local_run
 from tests.run_files import assert_in_env_step_order
 
 
 @pytest.mark.slow
-def test_cartpole_dqn_reaches_the_solved_threshold(tmp_path):
-    result = rayrl.train(
-        "cartpole_dqn",
-        overrides=[
-            "run.runtime=local",
-            "logging.console=false",
-            f"run.runs_dir={tmp_path}",
-            "run.seed=1",
-        ],
-    )
+@local_run("cartpole_dqn", "run.seed=1")
+def test_cartpole_dqn_reaches_the_solved_threshold(local_run_result):
+    result = local_run_result
     assert result.stop_reason == "target_return reached"
     assert result.final_eval.mean >= 475
     assert len(result.final_eval.returns) == 10
@@ -136,7 +130,7 @@ def test_resume_with_saved_replay_needs_no_warm_up(tiny):
     first = rayrl.train(None, overrides=overrides)
     assert (RunDirectory(first.run_dir).replay_path).is_file()
     resumed = rayrl.train(resume=first.run_dir, overrides=["run.total_env_steps=2304"])
-    # one more round of 2 chunks; with a refilled buffer the learner updates right away
+    # 256 more env steps; with a refilled buffer the learner updates right away
     assert resumed.counters.updates > first.counters.updates
     with np.load(RunDirectory(first.run_dir).replay_path) as replay:
         assert int(replay["metadata_env_steps"]) == resumed.counters.env_steps

@@ -6,25 +6,22 @@ import numpy as np
 import pytest
 
 import rayrl
+from tests.local_runs import local_run
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_ppo_cartpole_reaches_the_threshold_from_every_seed(tmp_path, seed):
+@pytest.mark.parametrize(
+    "seed",
+    [pytest.param(seed, marks=local_run("cartpole_ppo", f"run.seed={seed}")) for seed in (0, 1, 2)],
+)
+def test_ppo_cartpole_reaches_the_threshold_from_every_seed(local_run_result, seed):
     """`cartpole_ppo` as shipped, within its own budget (100k env steps), in one process: the
     local runtime is deterministic, so each seed solves at the same env step in every run
     (24,576, 32,768 and 32,768), where with the Ray runtime the count varies with the
     asynchronous workers' timing (20k-69k in 19 timed runs of seeds 0-12) and a run costs
-    three times the CPU. The Ray runtime's PPO learns MinAtar in `test_minatar_learning.py`."""
-    result = rayrl.train(
-        "cartpole_ppo",
-        overrides=[
-            "logging.console=false",
-            f"run.runs_dir={tmp_path}",
-            f"run.seed={seed}",
-            "run.runtime=local",
-        ],
-    )
+    three times the CPU. The Ray runtime's PPO learns MinAtar in `test_minatar_learning.py`
+    and in `test_sweep.py`'s trials."""
+    result = local_run_result
     assert result.stop_reason == "target_return reached"
     assert result.final_eval.mean >= 475
     assert len(result.final_eval.returns) == 10
