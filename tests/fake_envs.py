@@ -20,9 +20,8 @@ class HangingCartPole(CartPoleEnv):
     the way a stuck emulator or a dead network env hangs a worker. The file is removed by
     the first env that sees it, so the replacement worker runs normally.
 
-    Each step also takes at least a millisecond, like a real emulator: the run must not be
-    able to finish its remaining steps on the other workers before the hang timeout expires,
-    however fast the machine."""
+    Each step also takes at least a millisecond, like a real emulator, so that a run stepping
+    it cannot reach its end before a hang timeout expires, however fast the machine."""
 
     STEP_S = 0.001
 

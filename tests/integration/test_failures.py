@@ -134,9 +134,9 @@ def worker_alive_on(run_name: str, node) -> bool:
 def test_training_goes_on_with_fewer_workers_when_a_node_is_lost(
     ray_cluster, tiny, tmp_path, caplog, monkeypatch
 ):
-    """Six workers need a third node's CPUs (the head has 4, the GPU node 1: its learner
-    asks for the GPU alone). It is removed mid-run: its workers die with it, and a
-    replacement finds no room. Training goes on meanwhile, and once a node comes
+    """Three workers of 2 CPUs each need a third node's CPUs (the head has 4, the GPU node 1:
+    its learner asks for the GPU alone). It is removed mid-run: its worker dies with it, and
+    the replacement finds no room. Training goes on meanwhile, and once a node comes
     back the waiting worker starts on it. Each step waits for what the run says or does, never for
     a fixed time, so that a slow machine (a start-up of a minute under load) only makes the
     test longer; the run is then stopped as Ctrl-C stops it."""
@@ -148,7 +148,8 @@ def test_training_goes_on_with_fewer_workers_when_a_node_is_lost(
     overrides = [
         *tiny,
         f"run.name={name}",
-        "workers.num_workers=6",
+        "workers.num_workers=3",
+        "workers.cpus_per_worker=2",
         "workers.envs_per_worker=1",
         "run.total_env_steps=10000000",
         "run.time_budget_s=800",  # a last resort: the test stops the run
