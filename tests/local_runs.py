@@ -3,12 +3,11 @@
 A test marked `@local_run(preset, *overrides)` gets, through the `local_run_result` fixture,
 the `TrainResult` of `rayrl.train(preset, overrides)` with the local runtime. The first such
 test to run does the runs of every selected test so marked, each in a process of its own,
-two at a time, and waits for all of them (so that none runs beside a later test): the local
-runtime is deterministic (a seed solves at the same env step in
-every run) and uses one core, so on a 2-core machine two of its runs side by side give the
-results they give alone in about half the wall time. The Ray runtime's learning tests run
-alone, one after another: its asynchronous workers need more env steps when their learner
-shares the cores.
+two at a time, and waits for all of them (so that none runs beside a later test). The local
+runtime is deterministic (a seed solves at the same env step in every run) and uses one
+core, so on a 2-core machine two of its runs side by side give the results they give alone
+in about half the wall time. The Ray runtime's learning tests run alone, one after another:
+its asynchronous workers need more env steps when their learner shares the cores.
 
 Written here rather than with pytest-xdist: xdist spreads whole tests over processes, each
 with a test cluster of its own, and would put the Ray runtime's learning tests side by side
