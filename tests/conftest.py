@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.local_runs import RunKey, run_all, run_key
+from tests.local_runs import RunKey, longest_first, run_all, run_key
 
 if TYPE_CHECKING:
     from rayrl.run_lifecycle import TrainResult
@@ -82,8 +82,7 @@ def tiny(tmp_path):
 def local_runs(request, tmp_path_factory) -> dict[RunKey, Future[TrainResult]]:
     """The local-runtime runs of every selected test marked `local_run`, done two at a time
     when the first of those tests runs."""
-    keys = list(dict.fromkeys(filter(None, map(run_key, request.session.items))))
-    return run_all(keys, tmp_path_factory.mktemp("local-runs"))
+    return run_all(longest_first(request.session.items), tmp_path_factory.mktemp("local-runs"))
 
 
 @pytest.fixture

@@ -32,9 +32,17 @@ SIDE_BY_SIDE = 2
 """Runs at a time: the cores of the machine the suite is sized for."""
 
 
-def local_run(preset: str, *overrides: str) -> pytest.MarkDecorator:
-    """Mark a test as asserting on this local-runtime run's result (`local_run_result`)."""
-    return pytest.mark.local_run(preset, *overrides)
+DEFAULT_SECONDS = 20.0
+"""What a run marked without `seconds` is taken to last: a CartPole run's order."""
+
+
+def local_run(
+    preset: str, *overrides: str, seconds: float = DEFAULT_SECONDS
+) -> pytest.MarkDecorator:
+    """Mark a test as asserting on this local-runtime run's result (`local_run_result`).
+    `seconds`: about how long the run takes alone; the longest runs start first, so that
+    the two processes finish together (a long run started last would run alone)."""
+    return pytest.mark.local_run(preset, *overrides, seconds=seconds)
 
 
 def run_key(item: pytest.Item) -> RunKey | None:
@@ -43,6 +51,16 @@ def run_key(item: pytest.Item) -> RunKey | None:
         return None
     preset, *overrides = marker.args
     return preset, tuple(overrides)
+
+
+def longest_first(items: list[pytest.Item]) -> list[RunKey]:
+    """The runs of the marked `items`, each once, the longest expected first."""
+    seconds: dict[RunKey, float] = {}
+    for item in items:
+        key, marker = run_key(item), item.get_closest_marker("local_run")
+        if key is not None and marker is not None:
+            seconds[key] = marker.kwargs.get("seconds", DEFAULT_SECONDS)
+    return sorted(seconds, key=seconds.__getitem__, reverse=True)
 
 
 def train_locally(preset: str, overrides: list[str]) -> TrainResult:

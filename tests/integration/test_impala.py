@@ -23,7 +23,7 @@ def test_impala_cartpole_reaches_the_threshold(local_run_result):
     """`cartpole_impala` as shipped, in one process: deterministic, it solves at 110,080 env
     steps (seed 0) in 16 s, where with the Ray runtime the time varied from 29 s to 94 s
     between runs of the suite with the asynchronous workers' timing. The Ray runtime's
-    IMPALA learns in the test below and on MinAtar (`test_minatar_learning.py`)."""
+    IMPALA learns in the test below and with an LSTM core (`test_recurrent.py`)."""
     result = local_run_result
     assert result.stop_reason == "target_return reached"
     assert result.final_eval.mean >= 475

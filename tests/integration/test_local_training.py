@@ -234,38 +234,43 @@ def test_checkpoints_are_loadable_with_weights_only(finished):
     assert payload["format"] == "rayrl-checkpoint"
 
 
+def pong_run(preset: str, env_steps: int, *overrides: str) -> pytest.MarkDecorator:
+    return local_run(
+        preset, f"run.total_env_steps={env_steps}", "run.eval_episodes=1", *overrides, seconds=25
+    )
+
+
 @pytest.mark.parametrize(
-    ("preset", "env_steps", "algorithm_overrides"),
+    "env_steps",
     [
-        (
-            "pong_dqn",
+        pytest.param(
             5000,  # the foundation issue's `--set run.total_env_steps=5000` run
-            [
+            marks=pong_run(
+                "pong_dqn",
+                5000,
                 "algorithm.replay.capacity=20000",
                 "algorithm.replay.min_size=2048",
                 "algorithm.replay.samples_per_insert=0.25",
                 "learner.batch_size=32",
-            ],
+            ),
+            id="dqn",
         ),
-        ("pong_impala", 2560, ["learner.batch_size=4", "workers.num_workers=1"]),
-        ("pong_ppo", 2048, ["workers.num_workers=1", "algorithm.epochs=1"]),
+        pytest.param(
+            2560,
+            marks=pong_run("pong_impala", 2560, "learner.batch_size=4", "workers.num_workers=1"),
+            id="impala",
+        ),
+        pytest.param(
+            2048,
+            marks=pong_run("pong_ppo", 2048, "workers.num_workers=1", "algorithm.epochs=1"),
+            id="ppo",
+        ),
     ],
-    ids=["dqn", "impala", "ppo"],
 )
-def test_pong_end_to_end_on_cpu(tmp_path, preset, env_steps, algorithm_overrides):
+def test_pong_end_to_end_on_cpu(local_run_result, env_steps):
     """Pong with the Nature CNN on CPU, no learning expected: it runs, updates, checkpoints,
     and `rayrl.evaluate` loads the checkpoint and plays a whole game."""
-    result = rayrl.train(
-        preset,
-        overrides=[
-            "run.runtime=local",
-            "logging.console=false",
-            f"run.runs_dir={tmp_path}",
-            f"run.total_env_steps={env_steps}",
-            "run.eval_episodes=1",
-            *algorithm_overrides,
-        ],
-    )
+    result = local_run_result
     assert result.counters.env_steps >= env_steps
     assert result.counters.updates > 0
     evaluation = rayrl.evaluate(result.run_dir, episodes=1, which="latest")
