@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.local_runs import RunKey, longest_first, run_all, run_key
+from tests.local_runs import RunKey, last, longest_first, run_key, runs_in_background
 
 if TYPE_CHECKING:
     from rayrl.run_lifecycle import TrainResult
@@ -78,11 +78,18 @@ def tiny(tmp_path):
     return tiny_overrides(tmp_path / "runs")
 
 
-@pytest.fixture(scope="session")
-def local_runs(request, tmp_path_factory) -> dict[RunKey, Future[TrainResult]]:
-    """The local-runtime runs of every selected test marked `local_run`, done two at a time
-    when the first of those tests runs."""
-    return run_all(longest_first(request.session.items), tmp_path_factory.mktemp("local-runs"))
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked `local_run` last: their runs go on in the background meanwhile."""
+    items[:] = last(items)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def local_runs(request, tmp_path_factory) -> Iterator[dict[RunKey, Future[TrainResult]]]:
+    """The local-runtime runs of every selected test marked `local_run`, started in the
+    background at idle priority when the session starts (`tests/local_runs.py`)."""
+    keys, runs_dir = longest_first(request.session.items), tmp_path_factory.mktemp("local-runs")
+    with runs_in_background(keys, runs_dir) as runs:
+        yield runs
 
 
 @pytest.fixture

@@ -1,11 +1,16 @@
 """tests/local_runs.py: each marked run once, the longest expected first, so that the pool's
-two processes finish together."""
+two processes finish together; the marked tests last, so that the runs have the session; the
+pool's processes at idle priority, so that the tests beside them keep their cores."""
 
 from __future__ import annotations
 
+import os
+import time
+from concurrent.futures.process import BrokenProcessPool
+
 import pytest
 
-from tests.local_runs import local_run, longest_first
+from tests.local_runs import idle_pool, last, local_run, longest_first
 
 
 class MarkedItem:
@@ -31,3 +36,25 @@ def test_runs_are_ordered_longest_first_each_once():
         ("pendulum_sac", ()),
         ("cartpole_ppo", ("run.seed=0",)),
     ]
+
+
+def test_marked_tests_go_last_and_each_group_keeps_its_order():
+    marked = [MarkedItem(local_run("minatar_dqn")), MarkedItem(local_run("cartpole_ppo"))]
+    unmarked = [MarkedItem(None), MarkedItem(None), MarkedItem(None)]
+    items = [unmarked[0], marked[0], unmarked[1], marked[1], unmarked[2]]
+    assert last(items) == [*unmarked, *marked]  # type: ignore[arg-type]
+
+
+def scheduling_policy() -> int:
+    return os.sched_getscheduler(0)
+
+
+def test_the_pool_runs_at_idle_priority_and_ends_its_work_when_left():
+    start = time.monotonic()
+    with idle_pool() as pool:
+        assert pool.submit(scheduling_policy).result() == os.SCHED_IDLE
+        unfinished = pool.submit(time.sleep, 600)
+    while not unfinished.done() and time.monotonic() - start < 60:
+        time.sleep(0.1)  # a cancelled future is marked so by the pool's own thread
+    assert unfinished.cancelled() or isinstance(unfinished.exception(), BrokenProcessPool)
+    assert time.monotonic() - start < 60, "leaving the pool waited for its work"
