@@ -118,21 +118,6 @@ def test_async_dqn_reaches_the_threshold_with_the_learner_on_the_gpu_node(ray_cl
     assert result.headline["startup_actors_s"] > 0  # the actors' processes started
 
 
-def test_killed_worker_is_replaced_and_training_goes_on(ray_cluster, tmp_path):
-    run_dir = tmp_path / "worker-kill"
-    killed = kill_actor_when(
-        "rayrl/worker-kill/worker-0", lambda: env_steps_logged(run_dir) >= 2048
-    )
-    result = rayrl.train(None, overrides=fault_run(tmp_path, "worker-kill"))
-    assert killed.is_set()
-    assert result.stop_reason == "total_env_steps reached"
-    assert result.counters.env_steps >= FAULT_RUN_STEPS
-    rows = read_jsonl(run_dir / "metrics.jsonl")
-    assert rows[-1]["worker/restarts"] >= 1
-    assert_updates_never_go_backwards(rows)
-    assert "restarts" in result.summary
-
-
 def test_killed_learner_is_restored_from_its_checkpoint(ray_cluster, tmp_path, caplog):
     run_dir = tmp_path / "learner-kill"
     latest = run_dir / "checkpoints" / "latest.pt"
@@ -160,18 +145,32 @@ def test_killed_learner_is_restored_from_its_checkpoint(ray_cluster, tmp_path, c
     assert final["counters"]["updates"] > 0
 
 
-def test_killed_replay_is_recreated_and_refilled(ray_cluster, tmp_path, caplog):
-    run_dir = tmp_path / "replay-kill"
-    killed = kill_actor_when("rayrl/replay-kill/replay", lambda: env_steps_logged(run_dir) >= 3072)
+def test_a_killed_worker_is_replaced_and_a_killed_replay_recreated_and_refilled(
+    ray_cluster, tmp_path, caplog
+):
+    """One run loses its rollout worker, then (once the new worker has sampled) its replay
+    actor, and trains to its budget through both."""
+    run_dir = tmp_path / "kills"
+    worker_killed = kill_actor_when(
+        "rayrl/kills/worker-0", lambda: env_steps_logged(run_dir) >= 2048
+    )
+    replay_killed = kill_actor_when(
+        "rayrl/kills/replay",
+        lambda: worker_killed.is_set() and env_steps_logged(run_dir) >= 4096,
+    )
     with caplog.at_level(logging.WARNING, logger="rayrl.ray"):
-        result = rayrl.train(None, overrides=fault_run(tmp_path, "replay-kill"))
-    assert killed.is_set()
+        result = rayrl.train(None, overrides=fault_run(tmp_path, "kills"))
+    assert worker_killed.is_set()
+    assert replay_killed.is_set()
     assert result.stop_reason == "total_env_steps reached"
+    assert result.counters.env_steps >= FAULT_RUN_STEPS
     rows = read_jsonl(run_dir / "metrics.jsonl")
+    assert rows[-1]["worker/restarts"] >= 1
     assert rows[-1]["replay/restarts"] >= 1
     assert rows[-1]["replay/lost_transitions"] > 0
     assert any("transitions were lost" in r.message for r in caplog.records)
     assert_updates_never_go_backwards(rows)
+    assert "restarts" in result.summary
 
 
 def test_a_replay_refilled_from_its_checkpoint_grants_no_burst_of_updates(ray_cluster, tmp_path):
