@@ -7,7 +7,6 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
-from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -15,7 +14,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.local_runs import RunKey, last, longest_first, run_key, runs_in_background
+from tests.local_runs import (
+    BackgroundRuns,
+    last,
+    longest_first,
+    run_key,
+    runs_in_background,
+    train_locally,
+)
 
 if TYPE_CHECKING:
     from rayrl.run_lifecycle import TrainResult
@@ -84,11 +90,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def local_runs(request, tmp_path_factory) -> Iterator[dict[RunKey, Future[TrainResult]]]:
+def local_runs(request, tmp_path_factory) -> Iterator[BackgroundRuns[TrainResult]]:
     """The local-runtime runs of every selected test marked `local_run`, started in the
     background at idle priority when the session starts (`tests/local_runs.py`)."""
     keys, runs_dir = longest_first(request.session.items), tmp_path_factory.mktemp("local-runs")
-    with runs_in_background(keys, runs_dir) as runs:
+    with runs_in_background(keys, runs_dir, train_locally) as runs:
         yield runs
 
 
@@ -97,7 +103,7 @@ def local_run_result(request, local_runs) -> TrainResult:
     """The result of this test's `local_run`."""
     key = run_key(request.node)
     assert key is not None, "local_run_result needs a @local_run(preset, *overrides) marker"
-    return local_runs[key].result()
+    return local_runs.result(key)
 
 
 @pytest.fixture(scope="session")

@@ -3,13 +3,15 @@
 A test marked `@local_run(preset, *overrides)` gets, through the `local_run_result` fixture,
 the `TrainResult` of `rayrl.train(preset, overrides)` with the local runtime. When the session
 starts, the runs of every selected test so marked begin in a pool of two processes at the
-kernel's idle priority (`SCHED_IDLE`), and the marked tests run last (`last`), by when most
-runs are done. The local runtime is deterministic (a seed solves at the same env step however
-slowly it runs) and uses one core, so its runs can take whatever CPU the rest of the suite
-leaves: the suite's Ray and CLI tests wait on start-ups, timeouts and one another's processes
-much of the time. At idle priority a run takes a core only when no other process wants it, so
-the Ray runtime's learning tests and the hang and fault tests, whose timings count, run as if
-the pool were not there (an idle-class process yields the core within a scheduler tick).
+kernel's idle priority (`SCHED_IDLE`), and the marked tests run last (`last`), by when the
+runs are done or nearly; the first of them to wait gives the pool the normal priority back
+(`BackgroundRuns`). The local runtime is deterministic (a seed solves at the same env
+step however slowly it runs) and uses one core, so its runs can take whatever CPU the rest
+of the suite leaves: the Ray, CLI and fault tests wait on start-ups, timeouts and one
+another's processes for about a quarter of their cores' time. At idle priority a run takes a
+core only when no other process wants it, so the tests beside it, whose timings count, keep
+their cores: a CPU-bound process (`python -c "import torch"`) took as long beside two
+idle-priority busy loops as on a quiet machine.
 
 Written here rather than with pytest-xdist: xdist spreads whole tests over processes, each
 with a test cluster of its own, and would put the Ray runtime's learning tests side by side
@@ -17,13 +19,13 @@ with other tests at the same priority (`docs/benchmarks.md`, "The test suite's c
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import pytest
 
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
 
 RunKey = tuple[str, tuple[str, ...]]
 """A run: its preset and its overrides."""
+
+T = TypeVar("T")
 
 SIDE_BY_SIDE = 2
 """Runs at a time: the cores of the machine the suite is sized for."""
@@ -80,41 +84,100 @@ def at_idle_priority() -> None:
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
-def train_locally(preset: str, overrides: list[str]) -> TrainResult:
+def to_normal_priority(pid: int) -> None:
+    """Give every thread of process `pid` the normal policy back. Leaving `SCHED_IDLE` needs
+    CAP_SYS_NICE or an RLIMIT_NICE above 0 (root has it, most users not): PermissionError
+    otherwise."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:  # the process has ended
+        return
+    for thread in threads:
+        with contextlib.suppress(ProcessLookupError):  # the thread has ended
+            os.sched_setscheduler(int(thread), os.SCHED_OTHER, os.sched_param(0))
+
+
+def train_locally(key: RunKey, runs_dir: Path) -> TrainResult:
     """One run with the local runtime (in a worker process of the pool)."""
     import rayrl
 
-    return rayrl.train(preset, overrides=["run.runtime=local", *overrides])
+    preset, overrides = key
+    settings = ["run.runtime=local", "logging.console=false", f"run.runs_dir={runs_dir}"]
+    return rayrl.train(preset, overrides=[*settings, *overrides])
 
 
-@contextmanager
-def idle_pool() -> Iterator[ProcessPoolExecutor]:
-    """A pool of `SIDE_BY_SIDE` fresh processes ("spawn": the suite's process holds Ray's
-    threads) at idle priority. On leaving, work not yet done (the session stopped early, e.g.
-    at `-x`) is cancelled or ended, so that the session exits at once rather than waiting."""
-    pool = ProcessPoolExecutor(
-        SIDE_BY_SIDE, mp_context=multiprocessing.get_context("spawn"), initializer=at_idle_priority
+def new_pool(idle: bool) -> ProcessPoolExecutor:
+    """`SIDE_BY_SIDE` fresh processes ("spawn": the suite's process holds Ray's threads)."""
+    context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(
+        SIDE_BY_SIDE, mp_context=context, initializer=at_idle_priority if idle else None
     )
-    try:
-        yield pool
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-        for worker in multiprocessing.active_children():
-            worker.terminate()
 
 
-@contextmanager
+def workers(pool: ProcessPoolExecutor) -> list[multiprocessing.Process]:
+    """The pool's processes, which `ProcessPoolExecutor` names only in a private attribute
+    (until Python 3.14's `terminate_workers`); not every child of the suite's process is one
+    (a test may start a pool of its own)."""
+    return list((pool._processes or {}).values())
+
+
+def end(pool: ProcessPoolExecutor) -> None:
+    """Cancel the pool's work not begun and end what runs, so that nothing waits for it (the
+    session stopped early, e.g. at `-x`)."""
+    processes = workers(pool)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+
+
+class BackgroundRuns(Generic[T]):
+    """`task(key, runs_dir / <its index>)` for every key, begun in the background at idle
+    priority, in the keys' order; `result(key)` waits for one.
+
+    The first wait gives the pool's processes the normal priority back: the marked tests run
+    last, when nothing else of the suite runs beside the pool, but the machine may be busy with
+    other work, which idle-priority processes would wait out. Where the system refuses it
+    (an unprivileged user with RLIMIT_NICE 0 can lower a priority but not raise it), the
+    runs not yet done start again in a pool at normal priority."""
+
+    def __init__(self, keys: list[RunKey], runs_dir: Path, task: Callable[[RunKey, Path], T]):
+        self.keys, self.runs_dir, self.task = keys, runs_dir, task
+        self.pools = [new_pool(idle=True)]
+        self.futures = {key: self._submit(self.pools[0], key, "") for key in keys}
+        self.waited = False
+
+    def _submit(self, pool: ProcessPoolExecutor, key: RunKey, again: str) -> Future[T]:
+        return pool.submit(self.task, key, self.runs_dir / f"{self.keys.index(key)}{again}")
+
+    def result(self, key: RunKey) -> T:
+        if not self.waited:
+            self.waited = True
+            self._to_normal_priority()
+        return self.futures[key].result()
+
+    def _to_normal_priority(self) -> None:
+        try:
+            for process in workers(self.pools[0]):
+                to_normal_priority(process.pid)  # type: ignore[arg-type]  # started: has a pid
+        except PermissionError:
+            unfinished = [key for key, future in self.futures.items() if not future.done()]
+            end(self.pools[0])
+            self.pools.append(new_pool(idle=False))
+            for key in unfinished:
+                self.futures[key] = self._submit(self.pools[-1], key, "-again")
+
+    def close(self) -> None:
+        for pool in self.pools:
+            end(pool)
+
+
+@contextlib.contextmanager
 def runs_in_background(
-    keys: list[RunKey], runs_dir: Path
-) -> Iterator[dict[RunKey, Future[TrainResult]]]:
-    """Every run in `keys` started in the background in an `idle_pool`, in that order, each
-    in a directory of its own under `runs_dir`; yields each run's future."""
-    with idle_pool() as pool:
-        yield {
-            key: pool.submit(
-                train_locally,
-                key[0],
-                ["logging.console=false", f"run.runs_dir={runs_dir / str(index)}", *key[1]],
-            )
-            for index, key in enumerate(keys)
-        }
+    keys: list[RunKey], runs_dir: Path, task: Callable[[RunKey, Path], T]
+) -> Iterator[BackgroundRuns[T]]:
+    """`BackgroundRuns` ended on leaving."""
+    runs = BackgroundRuns(keys, runs_dir, task)
+    try:
+        yield runs
+    finally:
+        runs.close()

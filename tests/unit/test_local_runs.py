@@ -1,16 +1,19 @@
 """tests/local_runs.py: each marked run once, the longest expected first, so that the pool's
 two processes finish together; the marked tests last, so that the runs have the session; the
-pool's processes at idle priority, so that the tests beside them keep their cores."""
+pool's processes at idle priority while the other tests run, so that these keep their cores,
+and at normal priority once a test waits on them."""
 
 from __future__ import annotations
 
 import os
 import time
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 import pytest
 
-from tests.local_runs import idle_pool, last, local_run, longest_first
+from tests import local_runs
+from tests.local_runs import RunKey, last, local_run, longest_first, runs_in_background
 
 
 class MarkedItem:
@@ -45,16 +48,44 @@ def test_marked_tests_go_last_and_each_group_keeps_its_order():
     assert last(items) == [*unmarked, *marked]  # type: ignore[arg-type]
 
 
-def scheduling_policy() -> int:
-    return os.sched_getscheduler(0)
+def policy_after(key: RunKey, runs_dir: Path) -> tuple[int, int, str]:
+    """A task for the pool: after `key`'s seconds, its process' policy, pid and directory."""
+    time.sleep(float(key[0]))
+    return os.sched_getscheduler(0), os.getpid(), runs_dir.name
 
 
-def test_the_pool_runs_at_idle_priority_and_ends_its_work_when_left():
-    start = time.monotonic()
-    with idle_pool() as pool:
-        assert pool.submit(scheduling_policy).result() == os.SCHED_IDLE
-        unfinished = pool.submit(time.sleep, 600)
-    while not unfinished.done() and time.monotonic() - start < 60:
-        time.sleep(0.1)  # a cancelled future is marked so by the pool's own thread
-    assert unfinished.cancelled() or isinstance(unfinished.exception(), BrokenProcessPool)
-    assert time.monotonic() - start < 60, "leaving the pool waited for its work"
+def test_the_pool_runs_at_idle_priority_until_a_test_waits_on_it(tmp_path: Path):
+    with runs_in_background([("0", ()), ("5", ())], tmp_path, policy_after) as runs:
+        assert runs.futures[("0", ())].result()[0] == os.SCHED_IDLE  # beside the tests
+        policy, _, directory = runs.result(("5", ()))
+    assert policy == os.SCHED_OTHER  # waited on: the machine may be busy with other work
+    assert directory in ("1", "1-again")
+
+
+def test_where_priority_cannot_be_raised_the_unfinished_runs_start_again_at_normal_priority(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    def refused(pid: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(local_runs, "to_normal_priority", refused)
+    with runs_in_background([("0", ()), ("5", ())], tmp_path, policy_after) as runs:
+        done_at_idle = runs.futures[("0", ())].result()
+        policy, pid, directory = runs.result(("5", ()))
+        assert runs.result(("0", ())) == done_at_idle  # a finished run is not done again
+    assert (policy, directory) == (os.SCHED_OTHER, "1-again")
+    assert pid != done_at_idle[1]
+
+
+def test_leaving_ends_the_pools_work_at_once_and_no_other_pools(tmp_path: Path):
+    with runs_in_background([("3", ())], tmp_path / "other", policy_after) as other:
+        start = time.monotonic()
+        keys: list[RunKey] = [("600", ("a",)), ("600", ("b",)), ("600", ("c",))]
+        with runs_in_background(keys, tmp_path, policy_after) as runs:
+            time.sleep(1)  # two begin, one waits
+        for future in runs.futures.values():
+            while not future.done() and time.monotonic() - start < 60:
+                time.sleep(0.1)  # a cancelled future is marked so by the pool's own thread
+            assert future.cancelled() or isinstance(future.exception(), BrokenProcessPool)
+        assert time.monotonic() - start < 60, "leaving the pool waited for its work"
+        assert other.futures[("3", ())].result()[2] == "0"  # the other pool's run went on
