@@ -289,7 +289,7 @@ def evaluate(
     check_trusted_env(config, f"checkpoint '{checkpoint}'", trust_env)
     check_env(config.env)
     run = config.run
-    evaluator = Evaluator(config.env, config.algorithm, episodes, run.seed)
+    evaluator = Evaluator(config.env, config.algorithm, episodes, run.seed, torch_threads=1)
     try:
         evaluator.policy.set_weights(policy_of(payload))
     except (RuntimeError, KeyError) as exc:

@@ -256,6 +256,12 @@ class RunConfig:
     eval_timeout_s: float = bounded(900.0, gt=0.0)
     """Ray runtime: an evaluation that takes longer than this is abandoned and its actor
     replaced (a hung env must not silently stop evaluation)."""
+    evaluator: Literal["auto", "actor", "driver"] = "auto"
+    """Ray runtime: where evaluations run. "actor": a process of their own; "driver": a thread
+    of the driver's process, which spares a small machine a process and its torch import (a
+    hung evaluation there is cancelled, not killed; after an env step that never returns,
+    actors take over); "auto": the driver when the Ray cluster is this machine alone, with
+    at most 4 cores, an actor otherwise."""
     checkpoint_interval_env_steps: int = bounded(50_000, ge=1)
     """Save a checkpoint every this many env steps (and at the end of the run)."""
     keep_checkpoints: int = bounded(3, ge=1)

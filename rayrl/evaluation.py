@@ -17,6 +17,10 @@ MAX_EVAL_ENVS = 16
 """Evaluation episodes run side by side in one vector env, at most this many at a time."""
 
 
+class EvaluationCancelledError(RuntimeError):
+    """`Evaluator.cancel` was called while an evaluation ran."""
+
+
 class Evaluator:
     """Runs evaluation episodes with given weights, on `env.eval_id` when it is set.
 
@@ -25,17 +29,36 @@ class Evaluator:
     """
 
     def __init__(
-        self, env: EnvConfig, algorithm: AlgorithmConfig, episodes: int, run_seed: int
+        self,
+        env: EnvConfig,
+        algorithm: AlgorithmConfig,
+        episodes: int,
+        run_seed: int,
+        torch_threads: int | None = None,
     ) -> None:
-        torch.set_num_threads(1)
+        """`torch_threads`: set the process' torch CPU threads (one where evaluation must
+        not take the cores that training uses); None leaves them as they are (the local
+        runtime's process, which trains too)."""
+        if torch_threads is not None:
+            torch.set_num_threads(torch_threads)
         self.env_config = eval_env_config(env)
         num_envs = min(episodes, MAX_EVAL_ENVS)
         self.env = make_env(self.env_config, num_envs, training=False, num_threads=num_envs)
-        spec = spec_of(self.env, self.env_config)
-        acting = Acting.for_evaluation(run_seed)
-        self.policy = ALGORITHMS[algorithm.name].build_policy(algorithm, spec, acting)
+        try:
+            spec = spec_of(self.env, self.env_config)
+            acting = Acting.for_evaluation(run_seed)
+            self.policy = ALGORITHMS[algorithm.name].build_policy(algorithm, spec, acting)
+        except BaseException:
+            self.env.close()  # a process that lives on (the driver's) keeps no open env
+            raise
         self.seed = derive_seed(run_seed, "eval")
         self.evaluations = 0
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        """Stop the evaluation under way (from another thread) at its next env step: it
+        raises `EvaluationCancelledError`, and so does every later one."""
+        self._cancelled = True
 
     def evaluate(
         self, info: ModelInfo | None, episodes: int, record_video: bool = False
@@ -52,6 +75,8 @@ class Evaluator:
         self.env.reset(seed=self.seed + 10_000 * self.evaluations)
         self.evaluations += 1
         while (done < quota).any():
+            if self._cancelled:
+                raise EvaluationCancelledError("the evaluation was cancelled")
             out = self.policy.act(self.env.obs, self.env.episode_starts, explore=False)
             self.env.step(out.actions)
             for episode in self.env.pop_episodes():

@@ -7,6 +7,7 @@
 - `dispatcher`: the outstanding calls, and the incarnation guard;
 - `probe`: liveness probes, telling a hung actor from one waiting on another;
 - `workers`, `learners`, `store`, `evaluator`: one supervisor per kind of actor;
+- `driver_evaluator`: the evaluator on a thread of the driver's process (a small machine);
 - `driver`: the event loop over them;
 - `runtime`: `train_ray`, the Ray runtime's entry point.
 

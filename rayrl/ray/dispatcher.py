@@ -9,6 +9,11 @@ no handler ever sees a late result from an actor that has been replaced.
 An actor's death can surface in a call to another actor (a chunk whose worker died fails
 the store's `add`); `Deaths` hands it to the supervisor that runs the dead actor.
 
+Besides Ray's object references, it waits on `concurrent.futures.Future`s: the calls of an
+evaluator on a thread of the driver's process (`rayrl.ray.driver_evaluator`). Ray's wait
+cannot be woken by a thread, so while such a call is outstanding, a poll waits at most
+`LOCAL_POLL_S` at a time.
+
 `wait` and `get` default to Ray's; the supervisors' unit tests pass fakes.
 """
 
@@ -17,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,6 +30,10 @@ import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
 
 logger = logging.getLogger(__name__)
+
+LOCAL_POLL_S = 0.05
+"""Longest a poll waits on Ray while a call on a thread of this process is outstanding: its
+answer waits at most this long to be dispatched."""
 
 
 class Life:
@@ -94,21 +104,38 @@ class Dispatcher:
         if not self._pending:
             time.sleep(timeout_s)
             return 0
-        refs = list(self._pending)
-        ready, _ = self._wait(refs, num_returns=1, timeout=timeout_s)
-        if ready:
-            ready, _ = self._wait(refs, num_returns=len(refs), timeout=0)
+        local = [ref for ref in self._pending if isinstance(ref, futures.Future)]
+        refs = [ref for ref in self._pending if not isinstance(ref, futures.Future)]
+        if any(future.done() for future in local):
+            timeout_s = 0.0
+        ready: list[Any] = []
+        if refs:
+            wait_s = min(timeout_s, LOCAL_POLL_S) if local else timeout_s
+            ready, _ = self._wait(refs, num_returns=1, timeout=wait_s)
+            if ready:
+                ready, _ = self._wait(refs, num_returns=len(refs), timeout=0)
+        elif timeout_s > 0:  # futures only: a thread's answer wakes this wait
+            futures.wait(local, timeout=timeout_s, return_when=futures.FIRST_COMPLETED)
+        ready += [future for future in local if future.done()]
         for ref in ready:
             pending = self._pending.pop(ref)
             if pending.life is not None and not pending.life.alive:
                 continue
             try:
-                value = self._get(ref)
+                value = self._value(ref)
             except RayError as error:
+                pending.on_error(error)
+                continue
+            except Exception as error:  # a local call's own error, as Ray would wrap it
+                if not isinstance(ref, futures.Future):
+                    raise
                 pending.on_error(error)
                 continue
             pending.on_value(value)
         return len(ready)
+
+    def _value(self, ref: Any) -> Any:
+        return ref.result() if isinstance(ref, futures.Future) else self._get(ref)
 
     def is_pending(self, ref: Any) -> bool:
         """Whether `ref`'s handlers may still run: it has not resolved (or not been

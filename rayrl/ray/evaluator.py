@@ -1,17 +1,18 @@
-"""The evaluator's supervisor: evaluations run in their own actor on published weights,
-never pausing training, one at a time. The driver starts the actor once the run has
-started up (its first chunk is in), so that its process does not take the cores from the
-workers and the learner while they start. An evaluation that fails, or takes longer than
-`run.eval_timeout_s` (a hung env, or a stopped process, must not silently stop evaluation),
-replaces the actor, under its restart budget (`faults.evaluator_restarts` within the
-window, with backoff); an error in its constructor stops the run (it would recur at every
-restart).
+"""The evaluator's supervisor: evaluations run in their own actor (or, on a small machine, on a
+thread of the driver's process that answers as the actor does:
+`rayrl.ray.driver_evaluator`) on published weights, never pausing training, one at a time.
+The driver starts the actor once the run has started up (its first chunk is in), so that its process
+does not take the cores from the workers and the learner while they start. An evaluation
+that fails, or takes longer than `run.eval_timeout_s` (a hung env, or a stopped process,
+must not silently stop evaluation), replaces the actor, under its restart budget
+(`faults.evaluator_restarts` within the window, with backoff); an error in its constructor
+stops the run (it would recur at every restart).
 
-The timeout counts from when the evaluation was asked for or the actor started, whichever
-is later: an evaluation asked of an actor still starting (its process, a cluster's runtime
-env, the env's construction) waits for that start, which says nothing about the
-evaluation and counts against `faults.start_timeout_s` instead. The evaluation waits on no
-other actor: the weights it gets were published, so they exist already."""
+The timeout counts from when the evaluation was asked for or the actor started, whichever is
+later: an evaluation asked of an actor still starting (its process, a cluster's runtime env,
+the env's construction) waits for that start, which says nothing about the evaluation and
+counts against `faults.start_timeout_s` instead. The evaluation waits on no other actor: the
+weights it gets were published, so they exist already."""
 
 from __future__ import annotations
 

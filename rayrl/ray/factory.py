@@ -12,10 +12,14 @@
   by default when the cluster has a GPU), so that on a cluster they land on GPU nodes;
   `pulse` (the supervisor's probe) runs in its own concurrency group, beside a `train` call
   in progress;
-- `Evaluator` -> an evaluation actor.
+- `Evaluator` -> an evaluation actor, or (`run.evaluator`, decided by `launch.
+  evaluates_in_driver`) a `DriverEvaluator`: the same evaluator on a thread of the driver's
+  process, which a small machine does not pay a process and a torch import for; once one
+  of those could not be stopped (an env step that never returns), the evaluators that
+  follow are actors.
 
 Every actor is named `rayrl/<run>/<role>[.<incarnation>]`: easy to find in Ray's dashboard
-and state API (and to kill, for fault tests).
+and state API (and to kill, for fault tests); an evaluator in the driver names its thread.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from rayrl.config import Config
 from rayrl.envs.spec import EnvSpec
 from rayrl.errors import RunFailedError
 from rayrl.evaluation import Evaluator
+from rayrl.ray.driver_evaluator import DriverEvaluator, DriverEvaluators
 from rayrl.ray.experience_service import ExperienceService
 from rayrl.ray.launch import learner_cpus
 from rayrl.ray.learner_service import LearnerService, LearnerStart
@@ -53,11 +58,19 @@ GROUP_POLL_S = 1.0
 class ActorFactory:
     """Creates (and kills) the run's actors."""
 
-    def __init__(self, config: Config, spec: EnvSpec, name_prefix: str, learner_gpus: float):
+    def __init__(
+        self,
+        config: Config,
+        spec: EnvSpec,
+        name_prefix: str,
+        learner_gpus: float,
+        evaluator_in_driver: bool = False,
+    ):
         self.config = config
         self.spec = spec
         self.prefix = name_prefix
         self.learner_gpus = learner_gpus
+        self.driver_evaluators = DriverEvaluators() if evaluator_in_driver else None
         self.family = ALGORITHMS[config.algorithm.name].family
         self.placement = Placement(config)
 
@@ -181,18 +194,26 @@ class ActorFactory:
 
     def evaluator(self, incarnation: int = 0) -> Any:
         config = self.config
+        name = self._name("evaluator", incarnation)
+        arguments = (config.env, config.algorithm, config.run.eval_episodes, config.run.seed)
+        if self.driver_evaluators is not None:
+            host = self.driver_evaluators.make(name, *arguments)
+            if host is not None:
+                return host
         return (
             ray.remote(Evaluator)
-            .options(
-                name=self._name("evaluator", incarnation), num_cpus=0, **self.placement.evaluator()
-            )
-            .remote(config.env, config.algorithm, config.run.eval_episodes, config.run.seed)
+            .options(name=name, num_cpus=0, **self.placement.evaluator())
+            # one torch thread: a process of its own, beside the ones that train
+            .remote(*arguments, torch_threads=1)
         )
 
     @staticmethod
     def kill(handle: Any) -> None:
-        """Kill an actor for good (Ray does not restart it)."""
-        ray.kill(handle, no_restart=True)
+        """Kill an actor for good (Ray does not restart it); abandon a `DriverEvaluator`."""
+        if isinstance(handle, DriverEvaluator):
+            handle.kill()
+        else:
+            ray.kill(handle, no_restart=True)
 
 
 def _have_waited(count: int, gpus: float, waited: float) -> str:

@@ -265,15 +265,47 @@ def check_cluster(config: Config, spec: EnvSpec) -> float:
     """Raise if the cluster can never host the run; returns each learner's GPU request.
     What only the autoscaler can make room for is accepted with a log line."""
     check_store_memory(config, spec)
-    capacity = Capacity(
-        tuple(node["Resources"] for node in ray.nodes() if node["Alive"]),
-        autoscaler_node_types(),
-    )
+    capacity = Capacity(alive_nodes(), autoscaler_node_types())
     num_gpus = learner_gpus(config, capacity)
     check_workers(config, capacity, num_gpus)
     check_learners(config, num_gpus, capacity)
     check_device(config, num_gpus, capacity)
     return num_gpus
+
+
+def alive_nodes() -> tuple[Resources, ...]:
+    """The resources of each node of the cluster alive now."""
+    return tuple(node["Resources"] for node in ray.nodes() if node["Alive"])
+
+
+SMALL_MACHINE_CPUS = 4
+"""`run.evaluator="auto"` evaluates in the driver's process on a Ray that is this machine
+alone, with at most this many cores: there, an evaluator process of its own (a Python and
+Ray start-up, a cold torch import: about 3 CPU-s) is a large share of what a run costs the
+machine. On more cores, a process of its own keeps evaluation off the driver's interpreter
+lock; on a cluster, off the node the driver runs on."""
+
+
+def evaluates_in_driver(setting: str, cores_alone: int | None) -> bool:
+    """Whether the run's evaluations run in the driver's process (`run.evaluator`:
+    `setting`; `cores_alone`: `cores_if_alone()`)."""
+    if setting != "auto":
+        return setting == "driver"
+    return cores_alone is not None and cores_alone <= SMALL_MACHINE_CPUS
+
+
+def cores_if_alone() -> int | None:
+    """This machine's cores when the Ray cluster is this machine alone, for good: one node
+    alive, the driver's, that no autoscaler can add to, joined directly (through Ray Client
+    the driver runs elsewhere); None otherwise. Cores, not Ray's CPUs: a local Ray that
+    rayrl starts declares as many CPUs as the run asks for, more than a small machine has."""
+    if ray.util.client.ray.is_connected():
+        return None
+    nodes = [node for node in ray.nodes() if node["Alive"]]
+    here = ray.get_runtime_context().get_node_id()
+    if len(nodes) != 1 or nodes[0]["NodeID"] != here or autoscaler_node_types() != ():
+        return None
+    return len(os.sched_getaffinity(0))
 
 
 def check_workers(config: Config, capacity: Capacity, num_gpus: float) -> None:

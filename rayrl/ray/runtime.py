@@ -3,15 +3,24 @@ drive the run's actors until it stops."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from rayrl.config import Config
 from rayrl.envs import env_spec
 from rayrl.ray.driver import RayDriver
 from rayrl.ray.factory import ActorFactory
-from rayrl.ray.launch import check_cluster, connect, disconnect
+from rayrl.ray.launch import (
+    check_cluster,
+    connect,
+    cores_if_alone,
+    disconnect,
+    evaluates_in_driver,
+)
 from rayrl.run_lifecycle import TrainResult
 from rayrl.session import TrainingSession
+
+logger = logging.getLogger(__name__)
 
 
 def train_ray(
@@ -29,8 +38,16 @@ def train_ray(
     try:
         spec = env_spec(config.env)
         learner_gpus = check_cluster(config, spec)
+        in_driver = evaluates_in_driver(config.run.evaluator, cores_if_alone())
+        if in_driver:
+            logger.info(
+                "evaluations run on a thread of this process (run.evaluator=%s)",
+                config.run.evaluator,
+            )
         session.begin()
-        factory = ActorFactory(config, spec, f"rayrl/{session.run_dir.root.name}", learner_gpus)
+        factory = ActorFactory(
+            config, spec, f"rayrl/{session.run_dir.root.name}", learner_gpus, in_driver
+        )
         return RayDriver(config, session, resume, factory).run()
     finally:
         if connected_here:

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from rayrl.files import read_jsonl
+from rayrl.ray.launch import SMALL_MACHINE_CPUS
 from tests.processes import ray_processes, wait_gone
 from tests.run_files import assert_in_env_step_order
 
@@ -191,6 +192,9 @@ def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_pa
     assert "target return reached in" in output
     for section in ("workers:", "learner:", "replay:", "policy lag", "weight sync"):
         assert section in output
+    # run.evaluator=auto on the local Ray the command started: the driver on a small machine
+    in_driver = len(os.sched_getaffinity(0)) <= SMALL_MACHINE_CPUS
+    assert ("evaluations run on a thread of this process" in output) == in_driver, output
     assert (only_run(tmp_path / "runs") / "checkpoints" / "best.pt").is_file()
     assert wait_gone(ray_tmp) == []
 

@@ -41,6 +41,7 @@ def hang_run(tmp_path: Path, name: str, *extra: str) -> list[str]:
         "run.checkpoint_interval_env_steps=4096",
         "logging.log_interval_s=0.5",
         "env.id=tests.fake_envs:HangingCartPole-v0",  # no marker file: it only steps slowly
+        "run.evaluator=driver",  # no process of its own (the evaluator's test says actor)
         "workers.num_workers=1",
         "algorithm.replay.min_size=512",
         "algorithm.replay.samples_per_insert=4",
@@ -213,6 +214,7 @@ def test_a_stopped_evaluator_is_replaced(ray_cluster, tmp_path, caplog):
         "eval-stop",
         "run.eval_interval_env_steps=2048",
         f"run.eval_timeout_s={HANG_TIMEOUT_S}",
+        "run.evaluator=actor",  # a process to stop (a thread's hang: test_driver_evaluator)
     )
     with caplog.at_level(logging.WARNING, logger="rayrl.ray"):
         stopped = train_through_a_freeze(

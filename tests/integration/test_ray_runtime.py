@@ -18,6 +18,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 import rayrl
 from rayrl.checkpoint import load_checkpoint
 from rayrl.files import read_jsonl
+from rayrl.ray.launch import cores_if_alone
 from rayrl.rundir import RunDirectory
 from tests.run_files import assert_in_env_step_order, env_steps_logged
 
@@ -82,20 +83,26 @@ def assert_updates_never_go_backwards(rows: list[dict]) -> None:
     assert updates == sorted(updates)
 
 
-def test_a_gpu_learner_starts_on_a_node_whose_cpus_are_all_taken(ray_cluster, tiny):
+def test_a_gpu_learner_starts_on_a_node_whose_cpus_are_all_taken(ray_cluster, tiny, caplog):
     """A worker that Ray SPREAD onto the GPU node may take its only CPU before the learner
     asks for it (how a resumed run in CI waited 900 s for its learner): the learner, which
-    asks Ray for the GPU alone (`rayrl.ray.launch.learner_cpus`), starts there anyway."""
+    asks Ray for the GPU alone (`rayrl.ray.launch.learner_cpus`), starts there anyway. (The
+    run also shows that `tiny` runs evaluate on a thread of the driver, as the suite's tiny
+    runs are meant to.)"""
     _, gpu_node = ray_cluster
     strategy = NodeAffinitySchedulingStrategy(gpu_node.node_id, soft=False)
     blocker = ray.remote(num_cpus=1)(Blocker).options(scheduling_strategy=strategy).remote()
     ray.get(blocker.__ray_ready__.remote())
     try:  # a learner kept from the node fails the run after the start timeout
-        result = rayrl.train(None, overrides=[*tiny, "faults.start_timeout_s=60"])
+        with caplog.at_level(logging.INFO, logger="rayrl.ray.runtime"):
+            result = rayrl.train(None, overrides=[*tiny, "faults.start_timeout_s=60"])
     finally:
         ray.kill(blocker)
     assert result.stop_reason == "total_env_steps reached"
     assert result.placement["learner"]["node_id"] == gpu_node.node_id
+    assert "evaluations run on a thread of this process (run.evaluator=driver)" in caplog.text
+    assert len(read_jsonl(result.run_dir / "eval.jsonl")) == 2  # at 1024 and at the end
+    assert cores_if_alone() is None  # the suite's cluster: auto would make an actor
 
 
 @pytest.mark.slow

@@ -39,6 +39,7 @@ def test_evaluation_videos_and_best_checkpoint_reach_wandb(ray_cluster, tiny):
     """Ray runtime: the evaluator actor records the episode and the driver stores it."""
     overrides = [
         *tiny,
+        "run.evaluator=actor",
         "logging.wandb.enabled=true",
         "logging.wandb.log_best_checkpoint=true",
         "logging.video_interval_evals=1",

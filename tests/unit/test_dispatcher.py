@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent import futures
+
 from ray.exceptions import RayActorError
 
 from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, died_actor_id
@@ -86,3 +90,40 @@ def test_deaths_go_to_the_supervisor_of_the_dead_actor():
     assert deaths.handle(RayActorError(actor_id="old-worker"))
     assert workers.died == []
     assert not deaths.handle(task_error("not a death"))
+
+
+def test_futures_of_this_process_are_dispatched_beside_object_references():
+    """A call on a thread of the driver's process (an evaluator there) answers with a
+    `Future`: its value and its error reach their handlers, beside Ray's references."""
+    d = dispatcher()
+    seen = []
+    ref, value, failing = FakeRef("ref"), futures.Future(), futures.Future()
+    d.submit(ref, lambda v: seen.append(("ref", v)), seen.append)
+    d.submit(value, lambda v: seen.append(("future", v)), seen.append)
+    error = ValueError("env crashed")
+    d.submit(failing, seen.append, lambda e: seen.append(("error", e)))
+    assert d.poll(0.0) == 0
+    value.set_result(2)
+    failing.set_exception(error)
+    assert d.poll(10.0) == 2  # answered futures: no wait
+    assert seen == [("future", 2), ("error", error)]
+    ref.resolve(1)
+    d.poll(0.0)
+    assert seen[-1] == ("ref", 1)
+    assert len(d) == 0
+
+
+def test_a_future_answered_from_a_thread_is_dispatched_without_waiting_out_the_poll():
+    def wait(refs: list[FakeRef], num_returns: int, timeout: float) -> tuple[list, list]:
+        time.sleep(timeout)  # as Ray's does when nothing resolves: no thread wakes it
+        return FakeRay.wait(refs, num_returns, timeout)
+
+    d = Dispatcher(wait=wait, get=FakeRay.get)
+    future, got = futures.Future(), []
+    d.submit(future, got.append, got.append)
+    d.submit(FakeRef("never"), got.append, got.append)
+    threading.Timer(0.01, future.set_result, ("v",)).start()
+    started = time.monotonic()
+    assert d.drain(lambda: not got, timeout_s=30.0, poll_s=30.0)
+    assert got == ["v"]
+    assert time.monotonic() - started < 10.0  # polls of LOCAL_POLL_S, not of poll_s
