@@ -32,7 +32,7 @@ from rayrl.config import Config, config_to_dict
 from rayrl.errors import RunFailedError
 from rayrl.files import append_line, atomic_path
 from rayrl.presets import with_overrides
-from rayrl.rundir import RunDirectory
+from rayrl.rundir import RunDirectory, json_line
 from rayrl.sweeps.spec import Sweep, override
 
 logger = logging.getLogger(__name__)
@@ -162,4 +162,4 @@ def adopt(folder: Path, config: Config, trial_id: str) -> None:
         "checkpoint_config": copied["config"],
         "config": config_to_dict(config),
     }
-    append_line(here.root / ADOPTED_FILE, json.dumps(record))
+    append_line(here.root / ADOPTED_FILE, json_line(record))
