@@ -39,7 +39,6 @@ class LocalRuntime:
     def __init__(
         self, config: Config, session: TrainingSession, resume: dict[str, Any] | None
     ) -> None:
-        torch.set_num_threads(config.learner.num_threads)
         self.config = config
         self.session = session
         session.metrics.phase_done("setup")
@@ -55,6 +54,9 @@ class LocalRuntime:
         )
         self.store = algorithm.family.make_store(algorithm.family.store_settings(config, spec))
         session.metrics.phase_done("actors")  # the parts the Ray runtime makes actors of
+        # after the workers, which set one thread for their processes (the Ray runtime's):
+        # in this one process, the learner's setting is the one that counts
+        torch.set_num_threads(config.learner.num_threads)
         self.persist = algorithm.family.persists(config.algorithm)
         replay_path = session.run_dir.replay_path
         if resume is not None:

@@ -280,3 +280,28 @@ def test_pong_end_to_end_on_cpu(local_run_result, env_steps):
     assert score == round(score)
     assert -21 <= score <= 21
     assert evaluation.lengths[0] > (21 + (21 + score if score < 0 else 21 - score)) * 15
+
+
+class TorchThreads:
+    """A recorder that notes torch's threads in the process whenever the run records."""
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+
+    def record(self, metrics, env_steps: int) -> None:
+        self.seen.add(torch.get_num_threads())
+
+    def close(self, exit_code: int = 0) -> None:
+        pass
+
+
+def test_the_local_runtime_trains_with_the_learners_threads(tiny):
+    """The rollout workers set one thread for their process (the Ray runtime's); in the
+    local runtime's one process, `learner.num_threads` is the setting that counts."""
+    threads, before = TorchThreads(), torch.get_num_threads()
+    try:
+        overrides = [*tiny, "run.runtime=local", "learner.num_threads=2"]
+        rayrl.train(None, overrides=overrides, recorders=[threads])
+    finally:
+        torch.set_num_threads(before)
+    assert threads.seen == {2}
