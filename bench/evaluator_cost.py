@@ -21,16 +21,9 @@ from pathlib import Path
 from common import median_range
 from suite_cost import machine_busy_s
 
-TINY = [
-    "run.total_env_steps=2048",
-    "run.eval_interval_env_steps=1024",
-    "run.eval_episodes=2",
-    "run.checkpoint_interval_env_steps=1024",
-    "run.target_return=null",
-    "workers.num_workers=1",
-    "workers.envs_per_worker=4",
-]
-"""The suite's tiny run (`tests/conftest.py`)."""
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's tests
+from tests.conftest import tiny_run_overrides  # the suite's tiny run
+
 MODES = ("actor", "driver")
 
 
@@ -54,12 +47,12 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=None, help="stop at this return")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    if args.target is None:
-        overrides = TINY
-    else:
-        overrides = [f"run.target_return={args.target}", "run.eval_interval_env_steps=2048"]
     figures: dict[str, dict[str, list[float]]] = {m: {"wall": [], "cpu": []} for m in MODES}
     with tempfile.TemporaryDirectory() as runs_dir:
+        if args.target is None:
+            overrides = tiny_run_overrides(Path(runs_dir))  # its evaluator setting is overridden
+        else:
+            overrides = [f"run.target_return={args.target}", "run.eval_interval_env_steps=2048"]
         for repeat in range(args.repeats):
             order = MODES if repeat % 2 == 0 else MODES[::-1]
             for mode in order:
