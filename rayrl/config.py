@@ -260,8 +260,8 @@ class RunConfig:
     """Ray runtime: where evaluations run. "actor": a process of their own; "driver": a thread
     of the driver's process, which spares a small machine a process and its torch import (a
     hung evaluation there is cancelled, not killed; after an env step that never returns,
-    actors take over); "auto": the driver when the Ray cluster is this machine alone, with
-    at most 4 cores, an actor otherwise."""
+    actors take over); "auto": the driver when the Ray cluster is this machine alone (every
+    node here, none an autoscaler can add), with at most 4 cores, an actor otherwise."""
     checkpoint_interval_env_steps: int = bounded(50_000, ge=1)
     """Save a checkpoint every this many env steps (and at the end of the run)."""
     keep_checkpoints: int = bounded(3, ge=1)

@@ -47,12 +47,8 @@ def bench_script(name: str) -> Iterator[ModuleType]:
 def tiny_run_overrides(runs_dir: Path) -> list[str]:
     """Overrides for a fast, small run of any algorithm, saved under `runs_dir`. One rollout
     worker: a second costs a small Ray run a third of its CPU and of its wall time (a
-    process start-up that imports torch), and the tests that need several say so. The
-    evaluator on a thread of the driver, for the same reason: on the suite's cluster (two
-    simulated nodes) `run.evaluator=auto` would give it a process; the tests of the
-    evaluator actor say so."""
+    process start-up that imports torch), and the tests that need several say so."""
     return [
-        "run.evaluator=driver",
         "logging.console=false",
         f"run.runs_dir={runs_dir}",
         "run.total_env_steps=2048",

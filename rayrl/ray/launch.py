@@ -295,15 +295,20 @@ def evaluates_in_driver(setting: str, cores_alone: int | None) -> bool:
 
 
 def cores_if_alone() -> int | None:
-    """This machine's cores when the Ray cluster is this machine alone, for good: one node
-    alive, the driver's, that no autoscaler can add to, joined directly (through Ray Client
-    the driver runs elsewhere); None otherwise. Cores, not Ray's CPUs: a local Ray that
-    rayrl starts declares as many CPUs as the run asks for, more than a small machine has."""
+    """This machine's cores when the Ray cluster is this machine alone, for good: every alive
+    node at the driver's node's address (one node, or several that `ray.cluster_utils` or a
+    second `ray start` put on this machine: they share its cores), that no autoscaler can add
+    to, joined directly (through Ray Client the driver runs elsewhere); None otherwise. Cores,
+    not Ray's CPUs: a local Ray that rayrl starts declares as many CPUs as the run asks for,
+    more than a small machine has."""
     if ray.util.client.ray.is_connected():
         return None
     nodes = [node for node in ray.nodes() if node["Alive"]]
     here = ray.get_runtime_context().get_node_id()
-    if len(nodes) != 1 or nodes[0]["NodeID"] != here or autoscaler_node_types() != ():
+    address = next((n["NodeManagerAddress"] for n in nodes if n["NodeID"] == here), None)
+    if address is None or autoscaler_node_types() != ():
+        return None
+    if any(node["NodeManagerAddress"] != address for node in nodes):
         return None
     return len(os.sched_getaffinity(0))
 

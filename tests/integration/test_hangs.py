@@ -41,7 +41,6 @@ def hang_run(tmp_path: Path, name: str, *extra: str) -> list[str]:
         "run.checkpoint_interval_env_steps=4096",
         "logging.log_interval_s=0.5",
         "env.id=tests.fake_envs:HangingCartPole-v0",  # no marker file: it only steps slowly
-        "run.evaluator=driver",  # no process of its own (the evaluator's test says actor)
         "workers.num_workers=1",
         "algorithm.replay.min_size=512",
         "algorithm.replay.samples_per_insert=4",

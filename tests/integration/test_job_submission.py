@@ -119,16 +119,23 @@ def ray_head():
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def wait_for_job(job_id: str, env: dict[str, str], timeout_s: float) -> str:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+def wait_for_job(job_id: str, env: dict[str, str], timeout_s: float) -> tuple[str, str]:
+    """Follow the job's logs until it ends, as cluster/README.md watches a job (one `ray job
+    logs --follow`: a `ray job status` every few seconds would cost a CLI start-up, 1.5 CPU-s,
+    each), then its end state: (SUCCEEDED, FAILED or STOPPED, the logs)."""
+    try:
+        logs = run(["ray", "job", "logs", "--follow", job_id], env, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        logs = run(["ray", "job", "logs", job_id], env)
+        raise AssertionError(f"job {job_id} did not finish in {timeout_s} s:\n{logs}") from None
+    deadline = time.monotonic() + 30  # the state follows the end of the logs closely
+    while True:
         status = run(["ray", "job", "status", job_id], env).upper()
-        for terminal in ("SUCCEEDED", "FAILED", "STOPPED"):
-            if terminal in status:
-                return terminal
+        ended = [state for state in ("SUCCEEDED", "FAILED", "STOPPED") if state in status]
+        if ended:
+            return ended[0], logs
+        assert time.monotonic() < deadline, f"job {job_id}'s logs ended, not the job:\n{status}"
         time.sleep(2)
-    logs = run(["ray", "job", "logs", job_id], env)
-    raise AssertionError(f"job {job_id} did not finish in {timeout_s} s:\n{status}\n{logs}")
 
 
 def submit(job_id: str, env: dict[str, str], *command: str) -> None:
@@ -149,9 +156,11 @@ def submit(job_id: str, env: dict[str, str], *command: str) -> None:
 
 
 def submit_training(job_id: str, env: dict[str, str], *settings: str) -> None:
-    """`rayrl train` as a job, quiet, with no target return and a short warm-up, plus
+    """`rayrl train` as a job, quiet, with no target return, a short warm-up and one rollout
+    worker (a second would cost the test a process start-up that imports torch), plus
     `settings` (`--set` values)."""
     sets = ["logging.console=false", "run.target_return=null", "algorithm.replay.min_size=256"]
+    sets.append("workers.num_workers=1")
     submit(job_id, env, "train", *(part for s in [*sets, *settings] for part in ("--set", s)))
 
 
@@ -167,8 +176,7 @@ def test_submitted_training_job_runs_to_its_final_evaluation(ray_head, tmp_path)
         "workers.envs_per_worker=4",
         "algorithm.steps_per_chunk=16",
     )
-    status = wait_for_job(job_id, ray_head, timeout_s=240)
-    logs = run(["ray", "job", "logs", job_id], ray_head)
+    status, logs = wait_for_job(job_id, ray_head, timeout_s=240)
     assert status == "SUCCEEDED", logs
     assert "stopped: total_env_steps reached" in logs
     assert "final evaluation: mean return" in logs
@@ -205,8 +213,7 @@ def test_ray_job_stop_with_its_defaults_ends_the_run_with_a_final_checkpoint(ray
         assert time.monotonic() < deadline, run(["ray", "job", "logs", job_id], ray_head)
         time.sleep(1)
     run(["ray", "job", "stop", job_id], ray_head)
-    status = wait_for_job(job_id, ray_head, timeout_s=150)
-    logs = run(["ray", "job", "logs", job_id], ray_head)
+    status, logs = wait_for_job(job_id, ray_head, timeout_s=150)
     assert status == "STOPPED", logs
     assert "stopped: interrupted" in logs  # it ended itself, not killed
     final = torch.load(checkpoints / "latest.pt", weights_only=True)["counters"]
@@ -246,8 +253,7 @@ def test_a_sweep_submitted_as_a_job_stops_the_worse_trial_with_asha(ray_head, tm
     )
     job_id = f"rayrl-sweep-{uuid.uuid4().hex[:8]}"
     submit(job_id, ray_head, "sweep", str(spec))
-    status = wait_for_job(job_id, ray_head, timeout_s=300)
-    logs = run(["ray", "job", "logs", job_id], ray_head)
+    status, logs = wait_for_job(job_id, ray_head, timeout_s=300)
     assert status == "SUCCEEDED", logs
     assert "2 trials: 1 finished, 1 stopped early" in logs
     assert "best settings: --set learner.lr=0.001" in logs

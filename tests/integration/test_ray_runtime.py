@@ -4,6 +4,7 @@ GPU): learning, placement, and faults injected by killing real actor processes."
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import time
@@ -18,7 +19,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 import rayrl
 from rayrl.checkpoint import load_checkpoint
 from rayrl.files import read_jsonl
-from rayrl.ray.launch import cores_if_alone
+from rayrl.ray.launch import SMALL_MACHINE_CPUS, cores_if_alone
 from rayrl.rundir import RunDirectory
 from tests.run_files import assert_in_env_step_order, env_steps_logged
 
@@ -87,8 +88,8 @@ def test_a_gpu_learner_starts_on_a_node_whose_cpus_are_all_taken(ray_cluster, ti
     """A worker that Ray SPREAD onto the GPU node may take its only CPU before the learner
     asks for it (how a resumed run in CI waited 900 s for its learner): the learner, which
     asks Ray for the GPU alone (`rayrl.ray.launch.learner_cpus`), starts there anyway. (The
-    run also shows that `tiny` runs evaluate on a thread of the driver, as the suite's tiny
-    runs are meant to.)"""
+    run also shows where `run.evaluator=auto` evaluates on the suite's cluster: its two
+    nodes are this machine, so on a small one a thread of the driver.)"""
     _, gpu_node = ray_cluster
     strategy = NodeAffinitySchedulingStrategy(gpu_node.node_id, soft=False)
     blocker = ray.remote(num_cpus=1)(Blocker).options(scheduling_strategy=strategy).remote()
@@ -100,9 +101,11 @@ def test_a_gpu_learner_starts_on_a_node_whose_cpus_are_all_taken(ray_cluster, ti
         ray.kill(blocker)
     assert result.stop_reason == "total_env_steps reached"
     assert result.placement["learner"]["node_id"] == gpu_node.node_id
-    assert "evaluations run on a thread of this process (run.evaluator=driver)" in caplog.text
+    cores = len(os.sched_getaffinity(0))
+    assert cores_if_alone() == cores  # two simulated nodes, one machine
+    in_driver = "evaluations run on a thread of this process (run.evaluator=auto)" in caplog.text
+    assert in_driver == (cores <= SMALL_MACHINE_CPUS)
     assert len(read_jsonl(result.run_dir / "eval.jsonl")) == 2  # at 1024 and at the end
-    assert cores_if_alone() is None  # the suite's cluster: auto would make an actor
 
 
 @pytest.mark.slow
