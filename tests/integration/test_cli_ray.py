@@ -130,6 +130,13 @@ def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, slow_exit_ray_
         *UNTIL_STOPPED,
         "--set",
         "run.checkpoint_interval_env_steps=2048",
+        # a first evaluation (best.pt) by then too, and one worker: the kill comes sooner
+        "--set",
+        "run.eval_interval_env_steps=2048",
+        "--set",
+        "run.eval_episodes=2",
+        "--set",
+        "workers.num_workers=1",
         # Ray's per-node agents, seeing their raylet die unexpectedly, report it to the GCS
         # (gone with the driver) before they exit, retrying for this long (Ray's default,
         # 60 s, made half of these tests wait a minute for them)
