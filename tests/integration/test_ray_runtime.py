@@ -21,6 +21,7 @@ from rayrl.checkpoint import load_checkpoint
 from rayrl.files import read_jsonl
 from rayrl.ray.launch import SMALL_MACHINE_CPUS, cores_if_alone
 from rayrl.rundir import RunDirectory
+from tests.blocker import Blocker
 from tests.run_files import assert_in_env_step_order, env_steps_logged
 
 
@@ -45,10 +46,6 @@ def kill_actor_when(name: str, ready: Callable[[], bool], timeout_s: float = 120
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return killed
-
-
-class Blocker:
-    """An actor that only holds the resources it asked for."""
 
 
 FAULT_RUN_STEPS = 16384
