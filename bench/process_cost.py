@@ -1,7 +1,8 @@
-"""Where a command's CPU goes, by kind of process: runs a command, reads every process's CPU
-time from /proc four times a second while it runs, and prints the CPU seconds each kind of
-process spent (a Ray actor's kind is its title, `ray::LearnerService`; any other process's, its
-command line), with how many such processes there were.
+"""Where the machine's CPU goes while a command runs, by kind of process: runs the command,
+reads every process's CPU time from /proc four times a second meanwhile, and prints the CPU
+seconds each kind of process spent (a Ray actor's kind is its title, `ray::LearnerService`;
+any other process's, its command line), with how many such processes there were. Every
+process on the machine counts, the command's or not: run it on an otherwise quiet machine.
 
 `bench/suite_cost.py` says which tests cost the most; this says what in them does: actor
 start-ups, the learning itself, Ray's own processes, the local-run pool. Ray's per-process
@@ -38,22 +39,39 @@ class Seen:
     """CPU seconds when the command started (0 for a process that started after it)."""
 
 
+BOOTSTRAP_KINDS = ("ray::IDLE", "default_worker.py")
+"""What a Ray worker process is called before it becomes an actor: it starts as Ray's
+`default_worker.py`, renames itself `ray::IDLE` once Ray is imported, and `ray::<Class>` once
+it hosts an actor."""
+
+
 def kind_of(pid: str) -> str:
-    """A process's kind: its command line up to its first option, on one line, shortened; an exited
-    process's command line reads empty, and a kernel thread has none: then its name."""
+    """A process's kind now: its command line up to its first option, on one line, shortened,
+    with an actor's method left out (`ray::LearnerService.train` is `ray::LearnerService`);
+    a kernel thread has no command line: its name. "" once the process has exited."""
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        if command.strip():
-            return " ".join(command.split(" --")[0].split())[:90]  # one line
-        return f"[{Path(f'/proc/{pid}/comm').read_text().strip()}]"
+        if not command.strip():
+            return f"[{Path(f'/proc/{pid}/comm').read_text().strip()}]"
     except OSError:
         return ""
+    if command.startswith("ray::"):
+        return command.split()[0].split(".")[0]
+    return " ".join(command.split(" --")[0].split())[:90]  # one line
+
+
+def better_kind(old: str, new: str) -> str:
+    """The kind to keep of a process seen as `old` and now as `new`: the newest name, unless
+    it says less (the process exited, or a worker went back to idle after its actor)."""
+    if not new or (any(b in new for b in BOOTSTRAP_KINDS) and old):
+        return old
+    return new
 
 
 def read_all(seen: dict[tuple[str, str], Seen], started: bool) -> None:
-    """Update `seen` with every process's CPU time, keyed by pid and start time (a pid can be
-    reused). `started`: whether the command has started (processes new after that count
-    from 0)."""
+    """Update `seen` with every process's CPU time and kind, keyed by pid and start time (a
+    pid can be reused; a process can rename itself, as Ray's workers do). `started`: whether
+    the command has started (processes new after that count from 0)."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -62,13 +80,12 @@ def read_all(seen: dict[tuple[str, str], Seen], started: bool) -> None:
         except (OSError, IndexError):
             continue
         cpu_s = (int(fields[11]) + int(fields[12])) / TICKS
-        key = (entry.name, fields[19])
+        key, kind = (entry.name, fields[19]), kind_of(entry.name)
         if key in seen:
             seen[key].cpu_s = cpu_s
-            if not seen[key].kind:
-                seen[key].kind = kind_of(entry.name)
+            seen[key].kind = better_kind(seen[key].kind, kind)
         else:
-            seen[key] = Seen(kind_of(entry.name), cpu_s, 0.0 if started else cpu_s)
+            seen[key] = Seen(kind, cpu_s, 0.0 if started else cpu_s)
 
 
 def main() -> None:

@@ -47,7 +47,12 @@ def bench_script(name: str) -> Iterator[ModuleType]:
 def tiny_run_overrides(runs_dir: Path) -> list[str]:
     """Overrides for a fast, small run of any algorithm, saved under `runs_dir`. One rollout
     worker: a second costs a small Ray run a third of its CPU and of its wall time (a
-    process start-up that imports torch), and the tests that need several say so."""
+    process start-up that imports torch), and the tests that need several say so.
+
+    The evaluator is left to `run.evaluator=auto`, the default users get: on a machine of up
+    to 4 cores (CI's 2) the runs evaluate on a thread of the driver, on a bigger one in an
+    actor of their own (the suite's two simulated nodes are one machine). The tests of the
+    evaluator actor and of the driver's thread say which they test."""
     return [
         "logging.console=false",
         f"run.runs_dir={runs_dir}",

@@ -306,9 +306,9 @@ def cores_if_alone() -> int | None:
     nodes = [node for node in ray.nodes() if node["Alive"]]
     here = ray.get_runtime_context().get_node_id()
     address = next((n["NodeManagerAddress"] for n in nodes if n["NodeID"] == here), None)
-    if address is None or autoscaler_node_types() != ():
+    if address is None or any(node["NodeManagerAddress"] != address for node in nodes):
         return None
-    if any(node["NodeManagerAddress"] != address for node in nodes):
+    if autoscaler_node_types() != ():  # asks the GCS: only once the nodes are all here
         return None
     return len(os.sched_getaffinity(0))
 

@@ -13,10 +13,6 @@ from rayrl.rundir import RunDirectory
 from tests.local_runs import local_run
 
 
-def quiet(tmp_path):
-    return ["logging.console=false", f"run.runs_dir={tmp_path}"]
-
-
 @pytest.mark.slow
 @local_run("cartpole_impala", "run.seed=0")
 def test_impala_cartpole_reaches_the_threshold(local_run_result):

@@ -84,7 +84,7 @@ def ray_head():
     command = ["ray", "start", "--head", "--block", "--node-ip-address=127.0.0.1"]
     command += ["--dashboard-host=127.0.0.1", "--include-dashboard=true"]
     command += [f"{option}={port}" for option, port in ports.items()]
-    # the default preset asks for 3 CPUs (2 workers and the learner)
+    # room for a training job's actors (a worker and the learner) or a sweep's trial
     command += ["--num-cpus=4", f"--object-store-memory={300 * 2**20}"]
     command += [f"--temp-dir={temp_dir}", "--disable-usage-stats"]
     log = open(Path(temp_dir) / "ray-start.log", "w")  # noqa: SIM115 -- closed below
@@ -119,23 +119,32 @@ def ray_head():
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+FINAL_STATES = {"succeeded": "SUCCEEDED", "was stopped": "STOPPED", "failed": "FAILED"}
+"""How `ray job logs --follow` ends its output (Ray 2.60's `_log_job_status`), by end state."""
+
+
 def wait_for_job(job_id: str, env: dict[str, str], timeout_s: float) -> tuple[str, str]:
-    """Follow the job's logs until it ends, as cluster/README.md watches a job (one `ray job
-    logs --follow`: a `ray job status` every few seconds would cost a CLI start-up, 1.5 CPU-s,
-    each), then its end state: (SUCCEEDED, FAILED or STOPPED, the logs)."""
+    """Follow the job's logs until it ends, as cluster/README.md watches a job: one `ray job
+    logs --follow`, which returns once the job is SUCCEEDED, FAILED or STOPPED and then says
+    which (a `ray job status` every few seconds would cost a CLI start-up, 1.5 CPU-s, each).
+    Returns (that state, the job's logs)."""
+    command = ["ray", "job", "logs", "--follow", job_id]
     try:
-        logs = run(["ray", "job", "logs", "--follow", job_id], env, timeout=timeout_s)
+        done = subprocess.run(
+            command, env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         logs = run(["ray", "job", "logs", job_id], env)
         raise AssertionError(f"job {job_id} did not finish in {timeout_s} s:\n{logs}") from None
-    deadline = time.monotonic() + 30  # the state follows the end of the logs closely
-    while True:
-        status = run(["ray", "job", "status", job_id], env).upper()
-        ended = [state for state in ("SUCCEEDED", "FAILED", "STOPPED") if state in status]
-        if ended:
-            return ended[0], logs
-        assert time.monotonic() < deadline, f"job {job_id}'s logs ended, not the job:\n{status}"
-        time.sleep(2)
+    said = done.stdout + done.stderr
+    for words, state in FINAL_STATES.items():
+        if f"Job '{job_id}' {words}" in said:
+            return state, done.stdout
+    # the stream broke off before the end: ask once
+    status = run(["ray", "job", "status", job_id], env)
+    ended = [state for state in FINAL_STATES.values() if state in status.upper()]
+    assert ended, f"job {job_id} has not ended:\n{status}\n{said}"
+    return ended[0], done.stdout
 
 
 def submit(job_id: str, env: dict[str, str], *command: str) -> None:
@@ -159,8 +168,12 @@ def submit_training(job_id: str, env: dict[str, str], *settings: str) -> None:
     """`rayrl train` as a job, quiet, with no target return, a short warm-up and one rollout
     worker (a second would cost the test a process start-up that imports torch), plus
     `settings` (`--set` values)."""
-    sets = ["logging.console=false", "run.target_return=null", "algorithm.replay.min_size=256"]
-    sets.append("workers.num_workers=1")
+    sets = [
+        "logging.console=false",
+        "run.target_return=null",
+        "algorithm.replay.min_size=256",
+        "workers.num_workers=1",
+    ]
     submit(job_id, env, "train", *(part for s in [*sets, *settings] for part in ("--set", s)))
 
 

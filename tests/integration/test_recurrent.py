@@ -2,8 +2,8 @@
 without one, by PPO and IMPALA in one process (the recurrent PPO's saved weights then played
 by `rayrl.evaluate`); recurrent IMPALA learning with the Ray runtime and two all-reduced
 learners, whose workers carry their LSTM state from chunk to chunk while new weights arrive;
-and a recurrent policy through
-`DistributedAgent`'s training, evaluation and evaluation video.
+and a recurrent policy through `DistributedAgent`'s training, evaluation and evaluation
+video.
 
 The thresholds of the presets are checked with the local runtime (`tests/local_runs.py`): it
 is deterministic, a seed solving at the same env step in every run, and the worker, policy
@@ -36,7 +36,7 @@ RAY_TARGET = 100
 """Recurrent IMPALA with the Ray runtime learns to 100: twice what the feed-forward twin ever
 reaches (at most 50 in 60k env steps), so the LSTM's memory is at work. In two runs (seed 0)
 it evaluated 115 at 50k env steps and 200 at 80k (32 s and 45 s to 200); with two learners
-it reached 100 at 80k-90k env steps (three runs, 52-60 s on a slow day). The local run below
+it reached 100 at 80k-90k env steps (three runs, 52-64 s on a slow day). The local run below
 shows the whole way to 475."""
 
 
