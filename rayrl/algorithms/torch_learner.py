@@ -33,6 +33,10 @@ from rayrl.core import ModelInfo, NonFiniteSteps
 
 logger = logging.getLogger(__name__)
 
+CLIP_EPS = 1e-6
+"""What torch's clipping adds to the gradient norm before dividing by it: it scales the
+gradients by `max_norm / (norm + CLIP_EPS)`, clamped to 1."""
+
 
 class Checkpointed(Protocol):
     """A part a checkpoint holds: a network, an optimizer, a schedule, a lone parameter."""
@@ -115,15 +119,25 @@ class TorchLearner(ABC):
         Reading it costs one device sync per step. Each of a learner's optimizers is
         guarded alone (a skipped critic step leaves the actor's step of the same update
         alone); an update with any skipped step counts once, and in a row, whichever of its
-        steps it was."""
+        steps it was.
+
+        The clipping is `nn.utils.clip_grad_norm_`'s, applied only where it changes the
+        gradients: that function multiplies every gradient by its factor even when the factor
+        is clamped to 1 (a branch on it would cost a device sync, which this step pays for the
+        guard anyway), a pass over all of them that cost about 3% of a MinAtar DQN update on a
+        CPU (`learner.max_grad_norm: null`, or a norm below it)."""
         if self._stepping_update != self.updates:  # the first step of this update
             self._stepping_update = self.updates
             self._in_a_row_before = self.nonfinite.in_a_row
+        parameters = list(parameters)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        max_norm = self.settings.max_grad_norm or math.inf
-        grad_norm = nn.utils.clip_grad_norm_(parameters, max_norm)
-        if torch.isfinite(grad_norm):
+        grad_norm = nn.utils.get_total_norm([p.grad for p in parameters if p.grad is not None])
+        norm = float(grad_norm)  # the step's one device sync
+        if math.isfinite(norm):
+            max_norm = self.settings.max_grad_norm
+            if max_norm is not None and max_norm < norm + CLIP_EPS:  # the scale is below 1
+                nn.utils.clip_grads_with_norm_(parameters, max_norm, grad_norm)
             optimizer.step()
             if self._skipped_in_update != self.updates:  # this update is clean so far
                 self.nonfinite.in_a_row = 0
@@ -198,6 +212,9 @@ def build_optimizer(
             alpha=settings.rmsprop_alpha,
             eps=settings.optimizer_eps,
             centered=settings.rmsprop_centered,
+            # torch picks its per-tensor loop on a CPU (foreach on a GPU); the foreach step
+            # computes the same and was about 20% faster on the MinAtar network on a CPU
+            foreach=True,
         )
     # the fused kernel is about 25% faster per update for small networks, CPU or GPU
     return torch.optim.Adam(parameters, lr=lr, eps=settings.optimizer_eps, fused=True)
