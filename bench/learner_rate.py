@@ -12,9 +12,8 @@ cost, as timeit's minimum, on a machine whose speed drifts):
 - **in-process**: rayrl's own DQN learner (`update` on numpy batches, as it gets them from
   the replay) in this process, no Ray: what rayrl's update code costs over the bare loop;
 - **run**: the preset's `rayrl.train` run (as a user runs it, Ray runtime; `--set` shortens
-  a long one), its
-  learner's rate while it trains: updates between the first and the last metrics row with
-  updates, over the time between them.
+  a long one), its learner's rate while it trains: updates between the first and the last
+  metrics row with updates, over the time between them.
 
     python bench/learner_rate.py --repeats 3
     python bench/learner_rate.py --preset minatar_dqn --set run.total_env_steps=15000
