@@ -41,6 +41,11 @@ class HangingCartPole(CartPoleEnv):
 
 gym.register("HangingCartPole-v0", entry_point=HangingCartPole, max_episode_steps=500)
 
+# Plain CartPole under an id that imports this module, as a user's package registers its
+# envs: for the tests of `trust_env`, which need an env id that imports a module and nothing
+# else of it (HangingCartPole's millisecond a step would only slow them down).
+gym.register("ImportedCartPole-v0", entry_point=CartPoleEnv, max_episode_steps=500)
+
 
 class NanRewardCartPole(CartPoleEnv):
     """CartPole whose rewards turn NaN after each env's first `FINITE_STEPS` steps, the way a

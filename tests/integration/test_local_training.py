@@ -180,7 +180,7 @@ def test_evaluate_loads_best_checkpoint(finished):
 def test_evaluate_refuses_an_env_that_imports_a_module_unless_trusted(tiny):
     """A checkpoint's "module:EnvId" would import (run) that module: refused with the key,
     the id and the way to allow it; allowed with trust_env."""
-    env_id = "tests.fake_envs:HangingCartPole-v0"
+    env_id = "tests.fake_envs:ImportedCartPole-v0"
     result = rayrl.train(None, overrides=[*tiny, "run.runtime=local", f"env.id={env_id}"])
     with pytest.raises(UserError, match=rf"env.id='{env_id}', which imports .*--trust-env"):
         rayrl.evaluate(result.run_dir, episodes=1)
@@ -191,7 +191,7 @@ def test_resume_refuses_an_env_that_imports_a_module_unless_trusted(tiny):
     """A run directory's config.yaml may come from anyone, like a checkpoint: resuming a run
     whose env id imports a module needs trust_env (--trust-env), checked before the module
     is imported and before anything in the directory changes."""
-    env_id = "tests.fake_envs:HangingCartPole-v0"
+    env_id = "tests.fake_envs:ImportedCartPole-v0"
     result = rayrl.train(None, overrides=[*tiny, "run.runtime=local", f"env.id={env_id}"])
     run = RunDirectory(result.run_dir)
     before = run.config_path.read_bytes(), run.metrics_path.read_bytes()

@@ -55,9 +55,9 @@ def policy_after(key: RunKey, runs_dir: Path) -> tuple[int, int, str]:
 
 
 def test_the_pool_runs_at_idle_priority_until_a_test_waits_on_it(tmp_path: Path):
-    with runs_in_background([("0", ()), ("5", ())], tmp_path, policy_after) as runs:
+    with runs_in_background([("0", ()), ("2", ())], tmp_path, policy_after) as runs:
         assert runs.futures[("0", ())].result()[0] == os.SCHED_IDLE  # beside the tests
-        policy, _, directory = runs.result(("5", ()))
+        policy, _, directory = runs.result(("2", ()))
     assert policy == os.SCHED_OTHER  # waited on: the machine may be busy with other work
     assert directory in ("1", "1-again")
 
@@ -69,9 +69,9 @@ def test_where_priority_cannot_be_raised_the_unfinished_runs_start_again_at_norm
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(local_runs, "to_normal_priority", refused)
-    with runs_in_background([("0", ()), ("5", ())], tmp_path, policy_after) as runs:
+    with runs_in_background([("0", ()), ("2", ())], tmp_path, policy_after) as runs:
         done_at_idle = runs.futures[("0", ())].result()
-        policy, pid, directory = runs.result(("5", ()))
+        policy, pid, directory = runs.result(("2", ()))
         assert runs.result(("0", ())) == done_at_idle  # a finished run is not done again
     assert (policy, directory) == (os.SCHED_OTHER, "1-again")
     assert pid != done_at_idle[1]
