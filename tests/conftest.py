@@ -128,17 +128,19 @@ def ray_cluster(hang_marker):
     Worker processes get the repository on their PYTHONPATH so that they can import
     `tests.fake_envs`.
 
-    Three settings only save the suite CPU: without the dashboard an idle cluster costs 0.07
-    of a core rather than 0.12; Ray's prestart of a worker per CPU for the first driver is
-    off: those workers lack the driver's runtime env (the PYTHONPATH above), so Ray never
-    hands them an actor, and they would only sit idle for the whole suite; and the actors'
-    `torch.compile` (`algorithm.compile`, `DistributedAgent(th_compile=True)`) hands its
-    captured graphs to AOT autograd's eager backend instead of inductor
-    (`TORCH_COMPILE_OVERRIDE_BACKENDS`, a torch setting; older torch ignores it). Dynamo
-    still traces rayrl's network, guards it and runs the forward and backward graphs it
-    captured; only inductor's C++ code generation is left out: on 2 cores with an empty
-    inductor cache (a fresh CI machine) that cost about 33 CPU-s and 28 s of the suite's
-    wall time, for the one test that compiles."""
+    Two settings only save the suite CPU: without the dashboard an idle cluster costs 0.07
+    of a core rather than 0.12; and Ray's prestart of a worker per CPU for the first driver
+    is off: those workers lack the driver's runtime env (the PYTHONPATH above), so Ray never
+    hands them an actor, and they would only sit idle for the whole suite.
+
+    A third trades what is tested for time: the actors' `torch.compile` (`algorithm.
+    compile`, `DistributedAgent(th_compile=True)`) hands its captured graphs to AOT
+    autograd's eager backend (`TORCH_COMPILE_OVERRIDE_BACKENDS`, a torch debug setting;
+    a torch without it compiles with inductor, only slower). Dynamo still traces and guards
+    rayrl's network, and AOT autograd builds and runs its forward and backward graphs;
+    inductor (decompositions, lowering, fusion, C++ code generation) is left out: torch's
+    to test, and on 2 cores with an empty inductor cache (a fresh CI machine) about 33 CPU-s
+    and 28 s for the one test that compiles."""
     import ray
     from ray.cluster_utils import Cluster
 

@@ -10,8 +10,10 @@ step however slowly it runs) and uses one core, so its runs can take whatever CP
 of the suite leaves: the Ray, CLI and fault tests wait on start-ups, timeouts and one
 another's processes for about a quarter of their cores' time. At idle priority a run takes a
 core only when no other process wants it, so the tests beside it, whose timings count, keep
-their cores: a CPU-bound process (`python -c "import torch"`) took as long beside two
-idle-priority busy loops as on a quiet machine.
+most of their cores' time: a CPU-bound process (`python -c "import torch"`) took as long
+beside two idle-priority busy loops as on a quiet machine, but the Ray CLI tests, whose many
+processes wake and sleep, took 22% longer beside them (`docs/benchmarks.md`, "The suite's
+waits"), still less than the runs would add in turn.
 
 Written here rather than with pytest-xdist: xdist spreads whole tests over processes, each
 with a test cluster of its own, and would put the Ray runtime's learning tests side by side

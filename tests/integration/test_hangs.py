@@ -23,9 +23,9 @@ from tests.background_run import BackgroundRun
 from tests.run_files import env_steps_logged
 
 HANG_TIMEOUT_S = 5
-"""Long enough that a loaded machine never looks hung (the file passed beside two busy loops
-of normal priority, which the suite's idle-priority background runs are not); each test
-waits it out once."""
+"""Long enough that a loaded machine does not look hung: the file passed three times beside
+two busy loops of normal priority, harsher neighbours than the suite's idle-priority pool.
+Each test waits it out once."""
 RECOVERY_S = 300
 """The longest a test waits for the hang to be noticed and the replacement to work."""
 
@@ -88,8 +88,6 @@ class Freezer:
         self.name = name
         self.ready = ready
         self.stopped = threading.Event()
-        self.at: dict = {}
-        """What `ready` saw when the process was stopped (filled by `note`)."""
         self._process: tuple[int, str] | None = None
         self._lock = threading.Lock()
         self._released = False

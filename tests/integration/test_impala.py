@@ -1,8 +1,7 @@
-"""IMPALA end to end: the preset's learning, the `DistributedAgent` API (with torch.compile,
-whose captured graphs the test Ray runs with AOT autograd's eager backend, as
-`conftest.ray_cluster` says, and a warm start), and both runtimes' smoke runs. Two
-all-reduced learners learn with the Ray runtime in `test_recurrent.py` (with an LSTM core:
-one run for both)."""
+"""IMPALA end to end: the preset's learning, the `DistributedAgent` API (with a warm start,
+and with torch.compile, whose graphs the test Ray runs with AOT autograd's eager backend:
+`conftest.ray_cluster`), and both runtimes' smoke runs. Two all-reduced learners learn with
+the Ray runtime in `test_recurrent.py` (with an LSTM core: one run for both)."""
 
 from __future__ import annotations
 
