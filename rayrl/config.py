@@ -30,6 +30,7 @@ from rayrl.errors import ConfigError, did_you_mean
 from rayrl.strict import bounded, build, checked, to_plain
 
 NetworkKind = Literal["auto", "mlp", "nature_cnn", "minatar_cnn"]
+MLPActivation = Literal["relu", "tanh"]
 
 RAY_PRECISION = 1e-4
 """The smallest amount of a resource Ray schedules."""

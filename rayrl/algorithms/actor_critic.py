@@ -21,6 +21,7 @@ because the state must be reset inside a sequence wherever an episode begins.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -168,11 +169,41 @@ def _trunk(
 
 def make_actor_critic(algo: OnPolicyConfig, spec: EnvSpec) -> ActorCritic:
     def torso() -> Torso:
-        return make_torso(algo.network, spec.observation_space, algo.hidden_sizes)
+        return make_torso(
+            algo.network, spec.observation_space, algo.hidden_sizes, algo.mlp_activation
+        )
 
     actor_torso = torso()  # first: the same seed gives the same policy torso either way
     critic_torso = torso() if algo.separate_critic else None
-    return ActorCritic(actor_torso, spec.action_space, algo.name, algo.lstm_size, critic_torso)
+    network = ActorCritic(actor_torso, spec.action_space, algo.name, algo.lstm_size, critic_torso)
+    if algo.orthogonal_init:
+        initialize_orthogonally(network)
+    return network
+
+
+TORSO_GAIN = math.sqrt(2.0)
+POLICY_GAIN = 0.01
+VALUE_GAIN = 1.0
+
+
+def initialize_orthogonally(network: ActorCritic) -> None:
+    """The reference implementations' init (OpenAI baselines' `ortho_init`, SB3's
+    `ortho_init=True`, CleanRL's `layer_init`): every linear and convolution layer of the
+    torsos orthogonal with gain sqrt(2), the policy head with 0.01 and the value head with 1,
+    biases zero. The LSTM cores and a continuous policy's log-std are left as they are."""
+    torsos = (
+        [network.torso] if network.critic_torso is None else [network.torso, network.critic_torso]
+    )
+    layers = [
+        (layer, TORSO_GAIN)
+        for torso in torsos
+        for layer in torso.modules()
+        if isinstance(layer, nn.Linear | nn.Conv2d)
+    ]
+    for layer, gain in [*layers, (network.policy, POLICY_GAIN), (network.value, VALUE_GAIN)]:
+        nn.init.orthogonal_(layer.weight, gain=gain)
+        if layer.bias is not None:
+            nn.init.zeros_(layer.bias)
 
 
 class ActorCriticPolicy:

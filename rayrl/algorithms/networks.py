@@ -15,7 +15,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from rayrl.config import NetworkKind
+from rayrl.config import MLPActivation, NetworkKind
 from rayrl.errors import ConfigError
 
 
@@ -31,13 +31,19 @@ class Torso(nn.Module):
         return features
 
 
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
+"""The MLP torso's nonlinearities, by the name a config gives (`MLPActivation`)."""
+
+
 class MLPTorso(Torso):
-    def __init__(self, in_features: int, hidden_sizes: tuple[int, ...]) -> None:
+    def __init__(
+        self, in_features: int, hidden_sizes: tuple[int, ...], activation: MLPActivation = "relu"
+    ) -> None:
         super().__init__()
         layers: list[nn.Module] = [nn.Flatten()]
         size = in_features
         for hidden in hidden_sizes:
-            layers += [nn.Linear(size, hidden), nn.ReLU()]
+            layers += [nn.Linear(size, hidden), ACTIVATIONS[activation]()]
             size = hidden
         self.layers = nn.Sequential(*layers)
         self.out_features = size
@@ -85,10 +91,14 @@ class MinAtarTorso(Torso):
 
 
 def make_torso(
-    kind: NetworkKind, observation_space: spaces.Space[np.ndarray], hidden_sizes: tuple[int, ...]
+    kind: NetworkKind,
+    observation_space: spaces.Space[np.ndarray],
+    hidden_sizes: tuple[int, ...],
+    mlp_activation: MLPActivation = "relu",
 ) -> Torso:
     """The torso for `observation_space`; "auto" picks the Nature CNN for (C, H, W) byte
-    images, the MinAtar CNN for (H, W, C) boolean grids, and the MLP otherwise."""
+    images, the MinAtar CNN for (H, W, C) boolean grids, and the MLP (with `mlp_activation`
+    between its layers) otherwise."""
     shape = observation_space.shape
     if shape is None:
         raise ConfigError(f"observation space {observation_space} is not supported")
@@ -108,7 +118,7 @@ def make_torso(
         return NatureCNNTorso(*shape)
     if kind == "minatar_cnn":
         return MinAtarTorso(*shape)
-    return MLPTorso(int(np.prod(shape)), hidden_sizes)
+    return MLPTorso(int(np.prod(shape)), hidden_sizes, mlp_activation)
 
 
 class QNetwork(nn.Module):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from rayrl.config import AlgorithmConfig, Config, LearnerConfig, RunConfig
+from rayrl.config import AlgorithmConfig, Config, LearnerConfig, MLPActivation, RunConfig
 from rayrl.contract import StoreKind
 from rayrl.core import Unrolls
 from rayrl.envs.spec import EnvSpec, observation_bytes
@@ -36,6 +36,16 @@ class OnPolicyConfig(AlgorithmConfig):
     policy's, so that the value loss shapes only the critic's features (as CleanRL's
     continuous-control PPO does; sb3-contrib's RecurrentPPO gives its critic an LSTM of its
     own). It costs a second forward pass in the workers and the learner."""
+    mlp_activation: MLPActivation = "relu"
+    """The nonlinearity between an MLP torso's layers: "relu", or "tanh" (the MLP policies of
+    OpenAI baselines, Stable-Baselines3 and CleanRL's continuous-control PPO). The CNN
+    torsos keep their papers' ReLU."""
+    orthogonal_init: bool = False
+    """Initialise the network as OpenAI baselines, Stable-Baselines3 and CleanRL do:
+    orthogonal weights with gain sqrt(2) in the torsos, 0.01 on the policy head (a first
+    policy close to uniform) and 1 on the value head, zero biases; an LSTM core keeps torch's
+    default, as sb3-contrib's RecurrentPPO leaves it. False: torch's default for every
+    layer."""
     eval_policy: Literal["sample", "greedy"] = "sample"
     """How evaluation acts: "sample" from the policy, as the IMPALA and PPO papers'
     evaluations do, or "greedy" (the most likely action, the mean for continuous ones)."""
