@@ -85,6 +85,17 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def target_env_steps(runs_dir: Path, target: float) -> int | None:
+    """The env steps of the first evaluation at or above `target` of the run under
+    `runs_dir` (its eval.jsonl), or None when none reached it."""
+    for path in Path(runs_dir).glob("*/eval.jsonl"):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            if row["eval/return_mean"] >= target:
+                return int(row["env_steps"])
+    return None
+
+
 def steady_rate(rows: list[dict], skip_s: float) -> float:
     """Env steps per second between the first row after `skip_s` and the last row."""
     window = [r for r in rows if r["time_s"] >= skip_s and "worker/env_steps_per_s" in r]

@@ -25,7 +25,6 @@ PYTHONPATH, Ray's workers included), in the same rounds, for before/after ratios
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
@@ -37,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from common import target_env_steps
 
 TARGET = 475.0
 EVAL_EVERY = 2048
@@ -120,16 +121,6 @@ class Outcome:
     """rayrl's start-up, command start to the first chunk (None for the peers)."""
 
 
-def rayrl_target_env_steps(cwd: Path) -> int | None:
-    """The env steps of the first evaluation in the run's eval.jsonl at the target."""
-    for path in cwd.glob("runs/*/eval.jsonl"):
-        for line in path.read_text().splitlines():
-            row = json.loads(line)
-            if row["eval/return_mean"] >= TARGET:
-                return int(row["env_steps"])
-    return None
-
-
 def is_rayrl(contender: str) -> bool:
     return contender.removesuffix(BEFORE) in RAYRL
 
@@ -144,7 +135,7 @@ def run(contender: str, seed: int, baseline: Path | None) -> Outcome:
             command(contender, seed), cwd=cwd, env=env, capture_output=True, text=True
         )
         wall = time.monotonic() - start
-        rayrl_steps = rayrl_target_env_steps(Path(cwd)) if is_rayrl(contender) else None
+        rayrl_steps = target_env_steps(Path(cwd) / "runs", TARGET) if is_rayrl(contender) else None
     if done.returncode != 0:
         raise RuntimeError(f"{contender} (seed {seed}) failed:\n{done.stdout}\n{done.stderr}")
     reached = re.search(r"target return reached in ([\d.]+) s", done.stdout)

@@ -1,11 +1,14 @@
 """Time to solve CartPole-v1: wall-clock seconds until the greedy evaluation return (mean of
-10 episodes) reaches 475, for `rayrl train` as a user runs it.
+10 episodes) reaches 475, and the env steps that took, for `rayrl train` as a user runs it.
 
 Each run is the real CLI in its own process (Ray's start included: the clock starts when the
-command starts), with the default preset and only the seed changed; both runtimes.
+command starts), with the preset as shipped (or `--set` overrides) and only the seed
+changed; both runtimes.
 
     python bench/time_to_solve.py --seeds 0 1 2
     python bench/time_to_solve.py --preset cartpole_impala --runtimes ray --seeds 0 1 2
+    python bench/time_to_solve.py --preset cartpole_ppo --runtimes local --seeds 0 1 2 \
+        --set algorithm.orthogonal_init=false
 """
 
 from __future__ import annotations
@@ -16,11 +19,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
+from pathlib import Path
 
-from common import machine, median_range
+from common import machine, median_range, target_env_steps
+
+TARGET = 475.0
 
 
-def solve(preset: str, seed: int, runtime: str) -> tuple[float, float]:
+def solve(
+    preset: str, seed: int, runtime: str, overrides: Sequence[str]
+) -> tuple[float, float, int]:
+    """Seconds to the target, seconds for the whole command, env steps to the target."""
+    settings = [part for override in overrides for part in ("--set", override)]
     with tempfile.TemporaryDirectory() as cwd:
         start = time.monotonic()
         output = subprocess.run(
@@ -37,6 +48,7 @@ def solve(preset: str, seed: int, runtime: str) -> tuple[float, float]:
                 f"run.seed={seed}",
                 "--set",
                 "logging.console=false",
+                *settings,
             ],
             cwd=cwd,
             capture_output=True,
@@ -44,10 +56,11 @@ def solve(preset: str, seed: int, runtime: str) -> tuple[float, float]:
             check=True,
         ).stdout
         wall = time.monotonic() - start
+        env_steps = target_env_steps(Path(cwd) / "runs", TARGET)
     reached = re.search(r"target return reached in ([\d.]+) s", output)
-    if not reached:
+    if not reached or env_steps is None:
         raise RuntimeError(f"seed {seed} ({runtime}) did not reach the target:\n{output}")
-    return float(reached.group(1)), wall
+    return float(reached.group(1)), wall, env_steps
 
 
 def main() -> None:
@@ -55,14 +68,18 @@ def main() -> None:
     parser.add_argument("--preset", default="cartpole_dqn")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--runtimes", nargs="+", default=["ray", "local"])
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
-    print(f"CartPole-v1 to 475 ({args.preset} preset), {machine()}:")
+    settings = f", {' '.join(args.overrides)}" if args.overrides else ""
+    print(f"CartPole-v1 to {TARGET:g} ({args.preset} preset{settings}), {machine()}:")
     for runtime in args.runtimes:
-        runs = [solve(args.preset, seed, runtime) for seed in args.seeds]
+        runs = [solve(args.preset, seed, runtime, args.overrides) for seed in args.seeds]
         print(
             f"  {runtime:>5}: {median_range([r[0] for r in runs])} s to the target, "
-            f"{median_range([r[1] for r in runs])} s for the whole command; "
-            f"seeds {args.seeds}: {[round(r[0], 1) for r in runs]}"
+            f"{median_range([r[1] for r in runs])} s for the whole command, "
+            f"{median_range([r[2] for r in runs], '{:,.0f}')} env steps; "
+            f"seeds {args.seeds}: {[round(r[0], 1) for r in runs]} s, "
+            f"{[r[2] for r in runs]} env steps"
         )
 
 
