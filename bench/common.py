@@ -90,6 +90,8 @@ def target_env_steps(runs_dir: Path, target: float) -> int | None:
     `runs_dir` (its eval.jsonl), or None when none reached it."""
     for path in Path(runs_dir).glob("*/eval.jsonl"):
         for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
             row = json.loads(line)
             if row["eval/return_mean"] >= target:
                 return int(row["env_steps"])

@@ -37,8 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import target_env_steps
-
 TARGET = 475.0
 EVAL_EVERY = 2048
 """Env steps between evaluations, for every contender."""
@@ -126,6 +124,8 @@ def is_rayrl(contender: str) -> bool:
 
 
 def run(contender: str, seed: int, baseline: Path | None) -> Outcome:
+    from common import target_env_steps  # here: the timed SB3 command runs this file too
+
     env = None
     if contender.endswith(BEFORE) and baseline is not None:
         env = {**os.environ, "PYTHONPATH": str(baseline)}  # ahead of the installed rayrl

@@ -31,8 +31,11 @@ def solve(
     preset: str, seed: int, runtime: str, overrides: Sequence[str]
 ) -> tuple[float, float, int]:
     """Seconds to the target, seconds for the whole command, env steps to the target."""
-    settings = [part for override in overrides for part in ("--set", override)]
     with tempfile.TemporaryDirectory() as cwd:
+        runs = Path(cwd) / "runs"
+        # last, so that they win over the overrides: the target and the runs this reads
+        fixed = (f"run.target_return={TARGET:g}", f"run.runs_dir={runs}")
+        settings = [part for override in (*overrides, *fixed) for part in ("--set", override)]
         start = time.monotonic()
         output = subprocess.run(
             [
@@ -56,7 +59,7 @@ def solve(
             check=True,
         ).stdout
         wall = time.monotonic() - start
-        env_steps = target_env_steps(Path(cwd) / "runs", TARGET)
+        env_steps = target_env_steps(runs, TARGET)
     reached = re.search(r"target return reached in ([\d.]+) s", output)
     if not reached or env_steps is None:
         raise RuntimeError(f"seed {seed} ({runtime}) did not reach the target:\n{output}")

@@ -182,8 +182,11 @@ def make_actor_critic(algo: OnPolicyConfig, spec: EnvSpec) -> ActorCritic:
 
 
 TORSO_GAIN = math.sqrt(2.0)
+"""The orthogonal init's gain in the torsos: ReLU's (and the references' for tanh too)."""
 POLICY_GAIN = 0.01
+"""The policy head's: near-zero logits (or means), so the first policy is near uniform."""
 VALUE_GAIN = 1.0
+"""The value head's."""
 
 
 def initialize_orthogonally(network: ActorCritic) -> None:

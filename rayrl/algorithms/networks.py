@@ -31,7 +31,7 @@ class Torso(nn.Module):
         return features
 
 
-ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
+ACTIVATIONS: dict[MLPActivation, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
 """The MLP torso's nonlinearities, by the name a config gives (`MLPActivation`)."""
 
 

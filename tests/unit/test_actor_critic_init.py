@@ -13,15 +13,19 @@ import torch
 from torch import nn
 
 from rayrl.algorithms.actor_critic import make_actor_critic
+from rayrl.config import Config, config_to_dict
 from rayrl.envs import env_spec
 from rayrl.errors import ConfigError
-from rayrl.presets import load_config
+from rayrl.presets import load_config, saved_config
+
+
+def network_from(config: Config) -> nn.Module:
+    torch.manual_seed(0)
+    return make_actor_critic(config.algorithm, env_spec(config.env))
 
 
 def network_of(preset: str, *overrides: str) -> nn.Module:
-    config = load_config(preset, overrides)
-    torch.manual_seed(0)
-    return make_actor_critic(config.algorithm, env_spec(config.env))
+    return network_from(load_config(preset, overrides))
 
 
 def singular_values(weight: torch.Tensor) -> torch.Tensor:
@@ -36,15 +40,23 @@ def assert_orthogonal(layer: nn.Module, gain: float) -> None:
 
 
 @pytest.mark.parametrize(
-    ("preset", "layer_kind", "torso_layers"),
-    [("cartpole_ppo", nn.Linear, 2), ("minatar_ppo", nn.Conv2d, 1)],
+    ("preset", "torso", "layer_kind", "torso_layers"),
+    [("cartpole_ppo", "mlp", nn.Linear, 2), ("minatar_ppo", "minatar_cnn", nn.Conv2d, 1)],
 )
-def test_orthogonal_init_gives_each_layer_its_reference_gain(preset, layer_kind, torso_layers):
+def test_orthogonal_init_gives_each_layer_its_reference_gain(
+    preset, torso, layer_kind, torso_layers
+):
     """Torsos (the policy's and the critic's, linear and convolution layers) sqrt(2), the
     policy head 0.01, the value head 1, every bias zero."""
-    network = network_of(preset, "algorithm.orthogonal_init=true", "algorithm.separate_critic=true")
-    for torso in (network.torso, network.critic_torso):
-        layers = [m for m in torso.modules() if isinstance(m, nn.Linear | nn.Conv2d)]
+    network = network_of(
+        preset,
+        f"algorithm.network={torso}",
+        "algorithm.hidden_sizes=[64, 64]",
+        "algorithm.orthogonal_init=true",
+        "algorithm.separate_critic=true",
+    )
+    for torso_module in (network.torso, network.critic_torso):
+        layers = [m for m in torso_module.modules() if isinstance(m, nn.Linear | nn.Conv2d)]
         assert sum(isinstance(m, layer_kind) for m in layers) == torso_layers
         for layer in layers:
             assert_orthogonal(layer, math.sqrt(2.0))
@@ -52,26 +64,34 @@ def test_orthogonal_init_gives_each_layer_its_reference_gain(preset, layer_kind,
     assert_orthogonal(network.value, 1.0)
 
 
-def test_orthogonal_init_leaves_the_lstm_core_as_torch_made_it():
+def test_orthogonal_init_leaves_the_lstm_cores_as_torch_made_them():
     """As sb3-contrib's RecurrentPPO: only the torsos and heads are re-initialised. With the
-    same seed, the core is the one a network without the option has."""
-    overrides = ("algorithm.lstm_size=16",)
+    same seed, the policy's and the critic's cores are those a network without the option
+    has."""
+    overrides = ("algorithm.lstm_size=16", "algorithm.separate_critic=true")
     plain = network_of("cartpole_ppo", *overrides, "algorithm.orthogonal_init=false")
     initialised = network_of("cartpole_ppo", *overrides, "algorithm.orthogonal_init=true")
-    for name, weights in plain.core.state_dict().items():
-        torch.testing.assert_close(initialised.core.state_dict()[name], weights)
+    for core in ("core", "critic_core"):
+        for name, weights in getattr(plain, core).state_dict().items():
+            torch.testing.assert_close(getattr(initialised, core).state_dict()[name], weights)
     assert not torch.allclose(initialised.policy.weight, plain.policy.weight)
 
 
-def test_without_the_option_torch_s_default_init_is_kept():
-    """Configs saved before the option existed build the network they built then: the
-    policy head is not scaled down to 0.01."""
-    network = network_of("cartpole_ppo", "algorithm.orthogonal_init=false")
-    assert singular_values(network.policy.weight).max() > 0.1
+def test_a_config_saved_before_the_options_builds_the_network_it_built_then():
+    """A run's saved config without the two keys (rayrl before them) resumes with a ReLU
+    torso and torch's default init: the network its checkpoints hold."""
+    saved = config_to_dict(load_config("cartpole_ppo"))
+    del saved["algorithm"]["mlp_activation"], saved["algorithm"]["orthogonal_init"]
+    network = network_from(saved_config(saved))
+    assert any(isinstance(m, nn.ReLU) for m in network.torso.modules())
+    assert not any(isinstance(m, nn.Tanh) for m in network.modules())
+    assert singular_values(network.policy.weight).max() > 0.1  # not scaled down to 0.01
 
 
 def test_a_tanh_torso_is_the_hand_written_forward_pass():
-    network = network_of("cartpole_ppo", "algorithm.mlp_activation=tanh")
+    network = network_of(
+        "cartpole_ppo", "algorithm.hidden_sizes=[64, 64]", "algorithm.mlp_activation=tanh"
+    )
     first, second = [m for m in network.torso.modules() if isinstance(m, nn.Linear)]
     obs = torch.randn(5, 4)
     expected = torch.tanh(
@@ -80,12 +100,6 @@ def test_a_tanh_torso_is_the_hand_written_forward_pass():
     ).T
     torch.testing.assert_close(network.torso(obs), expected)
     assert not any(isinstance(m, nn.ReLU) for m in network.modules())
-
-
-def test_the_default_torso_is_relu():
-    network = network_of("cartpole_ppo", "algorithm.mlp_activation=relu")
-    assert any(isinstance(m, nn.ReLU) for m in network.torso.modules())
-    assert not any(isinstance(m, nn.Tanh) for m in network.modules())
 
 
 @pytest.mark.parametrize(
