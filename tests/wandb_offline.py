@@ -22,6 +22,8 @@ FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 
 
 def records(path: Path):
+    """The log's complete records, in order; one still being written at the end of the file
+    is left out."""
     data = path.read_bytes()
     ident, magic, version = struct.unpack("<4sHB", data[:HEADER])
     assert (ident, magic, version) == (b":W&B", 0xBEE1, 0), "not a W&B transaction log"
@@ -34,6 +36,8 @@ def records(path: Path):
         _crc, length, kind = struct.unpack("<IHB", data[offset : offset + HEADER])
         if kind == 0 and length == 0:
             break
+        if offset + HEADER + length > len(data):
+            break  # a record wandb-core is still writing: `wait_for_exit_record` reads again
         payload = data[offset + HEADER : offset + HEADER + length]
         offset += HEADER + length
         if kind == FULL:

@@ -10,7 +10,7 @@ import rayrl
 from rayrl.files import read_jsonl
 from rayrl.recorders import wandb_mode
 from rayrl.rundir import RunDirectory
-from tests.wandb_offline import read_offline_run
+from tests.wandb_offline import read_offline_run, records
 
 
 def test_wandb_offline_run_has_config_metrics_and_env_step_axis(tiny):
@@ -33,6 +33,22 @@ def test_wandb_offline_run_has_config_metrics_and_env_step_axis(tiny):
     logged = set().union(*history)
     assert {"eval/return_mean", "learner/loss", "worker/env_steps_per_s"} <= logged
     assert max(row["env_steps"] for row in history) == 2048
+
+
+def test_the_offline_log_reader_skips_a_record_still_being_written(tiny, tmp_path):
+    """wandb-core writes the log asynchronously, so a test can read it with its last record
+    half written (a CI run failed on that once): the reader returns the complete records
+    before it, and `read_offline_run` reads again until the exit record is there."""
+    result = rayrl.train(None, overrides=[*tiny, "run.runtime=local", "logging.wandb.enabled=true"])
+    read_offline_run(result.run_dir)  # waits for the whole log
+    (log,) = result.run_dir.glob("wandb/offline-run-*/run-*.wandb")
+    data = log.read_bytes()
+    whole = [record.SerializeToString() for record in records(log)]
+    cut = tmp_path / "cut.wandb"
+    for length in range(8, len(data), 97):
+        cut.write_bytes(data[:length])
+        read = [record.SerializeToString() for record in records(cut)]
+        assert read == whole[: len(read)]
 
 
 def test_evaluation_videos_and_best_checkpoint_reach_wandb(ray_cluster, tiny):
