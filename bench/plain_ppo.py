@@ -4,8 +4,10 @@
 Sampling and learning take turns in one process: 64 envs step 128 times, then 4 epochs
 of 8 minibatches learn from those 8,192 steps. The settings are
 `rayrl/configs/minatar_ppo.yaml`'s:
-- the MinAtar paper's network body (one 16-filter 3x3 convolution, 128 units) with a
-  policy head and a value head;
+- the MinAtar paper's network body (one 16-filter 3x3 convolution, 128 units) twice: one
+  for the policy, one for the value (`separate_critic: true`);
+- rewards divided by the standard deviation of the running discounted returns, clipped to
+  [-10, 10] (`env.normalize.rewards: true`), with gymnasium's vector wrappers;
 - GAE (gamma 0.999, lambda 0.95; a truncated episode bootstraps from its final
   observation's value), advantages normalised per minibatch, clip 0.2, no value clip,
   value 0.5 x 0.5 (V - R)^2, entropy 0.01, a mean over each minibatch;
@@ -25,7 +27,8 @@ import time
 
 started = time.monotonic()
 
-import numpy as np  # noqa: E402  (the imports count in the whole command's time)
+import gymnasium as gym  # noqa: E402  (the imports count in the whole command's time)
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from plain_loop import evaluate, make_envs, parser, report  # noqa: E402
@@ -35,18 +38,35 @@ NUM_STEPS, EPOCHS, MINIBATCHES = 128, 4, 8
 GAMMA, LAMBDA, CLIP, VALUE_COEF, ENTROPY_COEF, MAX_GRAD_NORM = 0.999, 0.95, 0.2, 0.5, 0.01, 0.5
 
 
-class ActorCritic(nn.Module):
-    def __init__(self, channels: int, actions: int) -> None:
+REWARD_CLIP = 10.0
+
+
+class Body(nn.Module):
+    def __init__(self, channels: int) -> None:
         super().__init__()
         self.conv = nn.Conv2d(channels, 16, kernel_size=3)
         self.fc = nn.Linear(16 * 8 * 8, 128)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.conv(obs.float().permute(0, 3, 1, 2)))
+        return F.relu(self.fc(x.flatten(1)))
+
+
+class ActorCritic(nn.Module):
+    def __init__(self, channels: int, actions: int) -> None:
+        super().__init__()
+        self.actor, self.critic = Body(channels), Body(channels)
         self.policy = nn.Linear(128, actions)
         self.value = nn.Linear(128, 1)
 
+    def logits(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.policy(self.actor(obs))
+
+    def values(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.value(self.critic(obs)).squeeze(-1)
+
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = F.relu(self.conv(obs.float().permute(0, 3, 1, 2)))
-        x = F.relu(self.fc(x.flatten(1)))
-        return self.policy(x), self.value(x).squeeze(-1)
+        return self.logits(obs), self.values(obs)
 
 
 def evaluate_sampling(network: ActorCritic, game: str, episodes: int, seed: int) -> float:
@@ -56,7 +76,7 @@ def evaluate_sampling(network: ActorCritic, game: str, episodes: int, seed: int)
 
     def act(obs: np.ndarray) -> int:
         with torch.inference_mode():
-            logits, _ = network(torch.from_numpy(obs[None]).to(torch.uint8))
+            logits = network.logits(torch.from_numpy(obs[None]).to(torch.uint8))
             return int(torch.multinomial(logits.softmax(-1), 1, generator=generator))
 
     return evaluate(act, game, episodes, seed)
@@ -65,7 +85,9 @@ def evaluate_sampling(network: ActorCritic, game: str, episodes: int, seed: int)
 def train(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    envs = make_envs(args.game, args.envs)
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(make_envs(args.game, args.envs))
+    envs = gym.wrappers.vector.NormalizeReward(envs, gamma=GAMMA)
+    envs = gym.wrappers.vector.ClipReward(envs, -REWARD_CLIP, REWARD_CLIP)
     obs_shape = envs.single_observation_space.shape
     network = ActorCritic(obs_shape[-1], int(envs.single_action_space.n))
     optimizer = torch.optim.Adam(network.parameters(), lr=2e-3, eps=1e-5)
@@ -80,7 +102,6 @@ def train(args: argparse.Namespace) -> None:
     obs, _ = envs.reset(seed=args.seed)
     obs = torch.from_numpy(obs.astype(np.uint8))
     env_steps, iterations, returns = 0, 0, []
-    episode_return = np.zeros(n)
     first_step = time.monotonic()
     while env_steps < args.env_steps:
         final_values.zero_()
@@ -100,15 +121,14 @@ def train(args: argparse.Namespace) -> None:
             if len(cut):
                 final = np.stack([info["final_obs"][i] for i in cut]).astype(np.uint8)
                 with torch.inference_mode():
-                    final_values[t, cut] = network(torch.from_numpy(final))[1]
-            episode_return += reward
-            returns.extend(episode_return[ended].tolist())
-            episode_return[ended] = 0.0
+                    final_values[t, cut] = network.values(torch.from_numpy(final))
+            if "episode" in info:  # the raw returns of the episodes that ended
+                returns.extend(info["episode"]["r"][info["_episode"]].tolist())
             obs = torch.from_numpy(next_obs.astype(np.uint8))
         env_steps += NUM_STEPS * n
 
         with torch.no_grad():
-            next_value = network(obs)[1]
+            next_value = network.values(obs)
             advantages = torch.zeros((NUM_STEPS, n))
             gae = torch.zeros(n)
             for t in reversed(range(NUM_STEPS)):

@@ -12,6 +12,10 @@ episodes and the exit included). The figure is env steps per second of the whole
 and the ratio rayrl / plain is taken pairwise within a round (the machine drifts); rounds
 alternate which goes first. Each round uses one seed for both.
 
+With `--baseline DIR` (a checkout of an earlier commit: `git worktree add DIR REV`), each
+round also runs that commit's rayrl, as "before" (its code ahead of the installed rayrl on
+`PYTHONPATH`, which the local Ray's actors inherit).
+
 `--busy-loops N` runs N busy loops at normal priority throughout (a machine that is also
 doing something else); `RAY_worker_niceness=15` in the environment gives rayrl's actors
 Ray's own priority instead of the command's (`rayrl.ray.launch.local_system_config`).
@@ -19,6 +23,7 @@ Ray's own priority instead of the command's (`rayrl.ray.launch.local_system_conf
     python bench/vs_plain_loop.py --algorithm dqn --env-steps 60000 --repeats 3
     python bench/vs_plain_loop.py --algorithm ppo --env-steps 500000 --repeats 3
     python bench/vs_plain_loop.py --algorithm ppo --env-steps 200000 --repeats 2 --busy-loops 2
+    python bench/vs_plain_loop.py --algorithm ppo --env-steps 500000 --repeats 3 --baseline DIR
 """
 
 from __future__ import annotations
@@ -62,10 +67,14 @@ def plain_command(algorithm: str, env_steps: int, seed: int, game: str) -> list[
             "--game", game]  # fmt: skip
 
 
-def run(command: list[str]) -> tuple[float, str]:
+def run(command: list[str], code: Path | None = None) -> tuple[float, str]:
+    """`command`'s wall time and output; with `code`, that checkout's rayrl is imported."""
+    env = None if code is None else {**os.environ, "PYTHONPATH": str(code)}
     with tempfile.TemporaryDirectory() as cwd:
         start = time.monotonic()
-        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            command, cwd=cwd, capture_output=True, text=True, check=False, env=env
+        )
         wall = time.monotonic() - start
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
@@ -114,6 +123,7 @@ def main() -> None:
     parser.add_argument("--game", default="MinAtar/Breakout-v1")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--busy-loops", type=int, default=0)
+    parser.add_argument("--baseline", type=Path, help="a checkout of an earlier commit")
     args = parser.parse_args()
     print(
         f"{args.algorithm} on {args.game}, {args.env_steps:,} env steps, "
@@ -121,6 +131,8 @@ def main() -> None:
         f"{os.environ.get(WORKER_NICENESS_ENV, 'unset')}; {machine()}"
     )
     figures: dict[str, list[dict]] = {"rayrl": [], "plain": []}
+    if args.baseline is not None:
+        figures["before"] = []
     with busy_loops(args.busy_loops):
         compare(args, figures)
     report(figures)
@@ -129,10 +141,12 @@ def main() -> None:
 def compare(args: argparse.Namespace, figures: dict[str, list[dict]]) -> None:
     """Rounds of both commands, alternating which goes first, rows into `figures`."""
     for round_ in range(args.repeats):
-        order = ["rayrl", "plain"] if round_ % 2 == 0 else ["plain", "rayrl"]
+        order = list(figures) if round_ % 2 == 0 else list(reversed(figures))
         for contender in order:
-            if contender == "rayrl":
-                wall, out = run(rayrl_command(args.algorithm, args.env_steps, round_, args.game))
+            if contender in ("rayrl", "before"):
+                code = args.baseline if contender == "before" else None
+                command = rayrl_command(args.algorithm, args.env_steps, round_, args.game)
+                wall, out = run(command, code)
                 row = rayrl_figures(wall, out)
             else:
                 wall, out = run(plain_command(args.algorithm, args.env_steps, round_, args.game))
@@ -153,11 +167,12 @@ def report(figures: dict[str, list[dict]]) -> None:
             f"{median_range(walls)} s"
             + (f", final return {median_range(returns, '{:.2f}')}" if returns else "")
         )
-    ratios = [
-        a["env_steps_per_s"] / b["env_steps_per_s"]
-        for a, b in zip(figures["rayrl"], figures["plain"], strict=True)
-    ]
-    print(f"  rayrl / plain, env steps/s, pairwise: {median_range(ratios, '{:.2f}')}x")
+    for contender in ("rayrl", "before")[: len(figures) - 1]:
+        ratios = [
+            a["env_steps_per_s"] / b["env_steps_per_s"]
+            for a, b in zip(figures[contender], figures["plain"], strict=True)
+        ]
+        print(f"  {contender} / plain, env steps/s, pairwise: {median_range(ratios, '{:.2f}')}x")
 
 
 if __name__ == "__main__":

@@ -114,6 +114,36 @@ class ActorCritic(nn.Module):
     ) -> SequenceOutput:
         """Outputs for `obs` (B, T, ...); a recurrent core starts from `state` (zeros when
         None) and from zeros again before each step where `episode_starts` (B, T) is set."""
+        features, value_features, states = self._features(
+            obs, episode_starts, state, with_critic=True
+        )
+        values = self.value(value_features).squeeze(-1)
+        return SequenceOutput(self.policy(features), values, states)
+
+    def policy_forward(
+        self,
+        obs: torch.Tensor,
+        episode_starts: torch.Tensor,
+        state: State | None = None,
+    ) -> tuple[torch.Tensor, State | None]:
+        """`forward`'s head and states without the value, which acting does not use: the
+        learner computes every value it needs from the unrolls itself. A separate critic's
+        torso is left out (on MinAtar it is half of an acting forward), unless it has an
+        LSTM core, whose state the worker must carry for the learner to replay from."""
+        with_critic = self.critic_core is not None
+        features, _, states = self._features(obs, episode_starts, state, with_critic=with_critic)
+        return self.policy(features), states
+
+    def _features(
+        self,
+        obs: torch.Tensor,
+        episode_starts: torch.Tensor,
+        state: State | None,
+        *,
+        with_critic: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, State | None]:
+        """The policy's features, the value's (the policy's when the critic shares the
+        torso or `with_critic` is false) and the recurrent states after each step."""
         if self.core is not None and state is None:
             state = self.initial_state(len(obs), obs.device)
         actor_state = critic_state = state
@@ -123,7 +153,7 @@ class ActorCritic(nn.Module):
             critic_state = (state[0][:, size:], state[1][:, size:])
         features, states = _trunk(self.torso, self.core, obs, episode_starts, actor_state)
         value_features = features
-        if self.critic_torso is not None:
+        if self.critic_torso is not None and with_critic:
             value_features, critic_states = _trunk(
                 self.critic_torso, self.critic_core, obs, episode_starts, critic_state
             )
@@ -132,8 +162,7 @@ class ActorCritic(nn.Module):
                     torch.cat([states[0], critic_states[0]], dim=-1),
                     torch.cat([states[1], critic_states[1]], dim=-1),
                 )
-        values = self.value(value_features).squeeze(-1)
-        return SequenceOutput(self.policy(features), values, states)
+        return features, value_features, states
 
     def distribution(self, head: torch.Tensor) -> torch.distributions.Distribution:
         if not self.continuous:
@@ -232,8 +261,10 @@ class ActorCriticPolicy:
         starts = torch.as_tensor(np.asarray(episode_starts, dtype=bool))
         with torch.inference_mode():
             state = self._state_before(starts)
-            out = self.network(torch.from_numpy(obs).unsqueeze(1), starts[:, None], state)
-            head = out.head[:, 0]
+            head, states = self.network.policy_forward(
+                torch.from_numpy(obs).unsqueeze(1), starts[:, None], state
+            )
+            head = head[:, 0]
             distribution = self.network.distribution(head)
             if not explore and self.greedy_evaluation:
                 actions = distribution.mode
@@ -245,8 +276,8 @@ class ActorCriticPolicy:
                 actions = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
             logp = distribution.log_prob(actions)
         reported = {}
-        if out.states is not None:
-            self.state = (out.states[0][:, 0], out.states[1][:, 0])
+        if states is not None:
+            self.state = (states[0][:, 0], states[1][:, 0])
             assert state is not None
             keep = (~starts).float().unsqueeze(-1)  # the state acted from, after resets
             reported = {"h": (state[0] * keep).numpy(), "c": (state[1] * keep).numpy()}
