@@ -204,14 +204,18 @@ def reference_loss(online, target, batch: TransitionBatch, double_q: bool, delta
     return torch.stack(losses).mean(), np.array(priorities, dtype=np.float32)
 
 
-@pytest.mark.parametrize("double_q", [True, False])
-def test_the_update_matches_the_papers_loss_gradient_and_priorities(cartpole, double_q):
+@pytest.mark.parametrize(("double_q", "prioritized"), [(True, True), (False, True), (True, False)])
+def test_the_update_matches_the_papers_loss_gradient_and_priorities(
+    cartpole, double_q, prioritized
+):
+    """Prioritized replay weighs each transition's loss; uniform replay's weights are all
+    one, and its update is the plain mean."""
     config, spec = cartpole
     config = with_overrides(
         config,
         [
             f"algorithm.double_q={str(double_q).lower()}",
-            "algorithm.replay.prioritized=true",
+            f"algorithm.replay.prioritized={str(prioritized).lower()}",
             "algorithm.huber_delta=0.5",  # both the quadratic and the linear part
             "learner.max_grad_norm=null",  # the raw gradient
         ],
@@ -229,7 +233,9 @@ def test_the_update_matches_the_papers_loss_gradient_and_priorities(cartpole, do
         rewards=rng.normal(size=n).astype(np.float32),
         discounts=np.array([0.0, 0.99, 0.99**2, 0.99**3] * 4, dtype=np.float32),
         next_obs=rng.normal(size=(n, 4)).astype(np.float32),
-        weights=rng.uniform(0.2, 1.0, n).astype(np.float32),
+        weights=rng.uniform(0.2, 1.0, n).astype(np.float32)
+        if prioritized
+        else np.ones(n, dtype=np.float32),
         indices=np.arange(n),
     )
     with torch.no_grad():
@@ -245,7 +251,10 @@ def test_the_update_matches_the_papers_loss_gradient_and_priorities(cartpole, do
     result = learner.update(fixed)
 
     assert result.metrics["learner/loss"] == pytest.approx(float(loss), rel=1e-5)
-    np.testing.assert_allclose(result.priorities, priorities, rtol=1e-5, atol=1e-6)
+    if prioritized:
+        np.testing.assert_allclose(result.priorities, priorities, rtol=1e-5, atol=1e-6)
+    else:
+        assert result.priorities is None
     for (name, mine), theirs in zip(
         learner.online.named_parameters(), online.parameters(), strict=True
     ):
