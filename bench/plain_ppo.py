@@ -6,6 +6,7 @@ of 8 minibatches learn from those 8,192 steps. The settings are
 `rayrl/configs/minatar_ppo.yaml`'s:
 - the MinAtar paper's network body (one 16-filter 3x3 convolution, 128 units) twice: one
   for the policy, one for the value (`separate_critic: true`);
+- the grids copied into (channels, height, width) order, as in `plain_dqn.py`;
 - rewards divided by the standard deviation of the running discounted returns, clipped to
   [-10, 10] (`env.normalize.rewards: true`), with gymnasium's vector wrappers;
 - GAE (gamma 0.999, lambda 0.95; a truncated episode bootstraps from its final
@@ -48,7 +49,7 @@ class Body(nn.Module):
         self.fc = nn.Linear(16 * 8 * 8, 128)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.conv(obs.float().permute(0, 3, 1, 2)))
+        x = F.relu(self.conv(obs.float().permute(0, 3, 1, 2).contiguous()))
         return F.relu(self.fc(x.flatten(1)))
 
 

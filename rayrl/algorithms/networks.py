@@ -77,7 +77,12 @@ class NatureCNNTorso(Torso):
 
 class MinAtarTorso(Torso):
     """The MinAtar paper's network body: one 16-filter 3x3 convolution and a 128-unit layer,
-    on (height, width, channels) grids as the games give them."""
+    on (height, width, channels) grids as the games give them.
+
+    The grids are copied into (channels, height, width) order before the convolution. A
+    permuted view alone would run it channels-last, and flattening its output then copies
+    it back into order, forward and backward: on one CPU thread the update of a batch of
+    32 cost about 13% more that way, and a PPO minibatch of 1,024 about 24% more."""
 
     def __init__(self, height: int, width: int, channels: int) -> None:
         super().__init__()
@@ -86,7 +91,7 @@ class MinAtarTorso(Torso):
         self.out_features = 128
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        features: torch.Tensor = self.fc(self.conv(obs.float().permute(0, 3, 1, 2)))
+        features: torch.Tensor = self.fc(self.conv(obs.float().permute(0, 3, 1, 2).contiguous()))
         return features
 
 
