@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from common import machine, median_range
+from common import baseline_env, machine, median_range
 
 
 def measure(preset: str, seconds: float, windows: int) -> float:
@@ -57,9 +56,10 @@ def measure(preset: str, seconds: float, windows: int) -> float:
 
 
 def measured_in_process(preset: str, args: argparse.Namespace, code: Path | None) -> float:
-    env = None if code is None else {**os.environ, "PYTHONPATH": str(code)}
     command = [sys.executable, __file__, "--measure", preset, "--seconds", str(args.seconds)]
-    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, env=baseline_env(code))
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
     return float(json.loads(done.stdout.splitlines()[-1])["ms"])
 
 

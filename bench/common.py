@@ -1,5 +1,6 @@
 """Helpers shared by the benchmarks: medians with ranges, resident memory, Atari-shaped
-chunks, reading a run's metrics, and finding a run's processes by role."""
+chunks, reading a run's metrics, finding a run's processes by role, and running an earlier
+checkout's rayrl beside this one."""
 
 from __future__ import annotations
 
@@ -14,6 +15,24 @@ import numpy as np
 
 from rayrl.core import StepBatch, TransitionChunk
 from rayrl.processing import NStepProcessor
+
+
+def baseline_env(checkout: Path | None) -> dict[str, str] | None:
+    """The environment that runs rayrl from `checkout` (a checkout of an earlier commit,
+    `--baseline`): its code ahead of the installed rayrl on `PYTHONPATH`, which a local Ray's
+    actors inherit. None for the installed rayrl. A path without rayrl in it is refused:
+    Python would fall back to the installed rayrl without a word, and "before" would measure
+    this code."""
+    if checkout is None:
+        return None
+    root = checkout.resolve()
+    if not (root / "rayrl" / "__init__.py").is_file():
+        raise SystemExit(
+            f"--baseline {checkout}: no rayrl/__init__.py there; pass a checkout of an "
+            "earlier commit (git worktree add DIR REV)"
+        )
+    paths = [str(root), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in paths if path)}
 
 
 def median_range(values: Sequence[float], fmt: str = "{:,.1f}") -> str:

@@ -25,7 +25,6 @@ PYTHONPATH, Ray's workers included), in the same rounds, for before/after ratios
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import subprocess
@@ -124,11 +123,9 @@ def is_rayrl(contender: str) -> bool:
 
 
 def run(contender: str, seed: int, baseline: Path | None) -> Outcome:
-    from common import target_env_steps  # here: the timed SB3 command runs this file too
+    from common import baseline_env, target_env_steps  # here: the SB3 command runs this file
 
-    env = None
-    if contender.endswith(BEFORE) and baseline is not None:
-        env = {**os.environ, "PYTHONPATH": str(baseline)}  # ahead of the installed rayrl
+    env = baseline_env(baseline if contender.endswith(BEFORE) else None)
     with tempfile.TemporaryDirectory() as cwd:
         start = time.monotonic()
         done = subprocess.run(

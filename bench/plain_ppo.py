@@ -8,7 +8,9 @@ of 8 minibatches learn from those 8,192 steps. The settings are
   for the policy, one for the value (`separate_critic: true`);
 - the grids copied into (channels, height, width) order, as in `plain_dqn.py`;
 - rewards divided by the standard deviation of the running discounted returns, clipped to
-  [-10, 10] (`env.normalize.rewards: true`), with gymnasium's vector wrappers;
+  [-10, 10] (`env.normalize.rewards: true`), with gymnasium's vector wrappers, which scale
+  each step's rewards as they come (rayrl's learner scales a batch when it learns from
+  it, with the statistics of that moment);
 - GAE (gamma 0.999, lambda 0.95; a truncated episode bootstraps from its final
   observation's value), advantages normalised per minibatch, clip 0.2, no value clip,
   value 0.5 x 0.5 (V - R)^2, entropy 0.01, a mean over each minibatch;
@@ -37,8 +39,6 @@ from torch import nn  # noqa: E402
 
 NUM_STEPS, EPOCHS, MINIBATCHES = 128, 4, 8
 GAMMA, LAMBDA, CLIP, VALUE_COEF, ENTROPY_COEF, MAX_GRAD_NORM = 0.999, 0.95, 0.2, 0.5, 0.01, 0.5
-
-
 REWARD_CLIP = 10.0
 
 

@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from common import machine, median_range
+from common import baseline_env, machine, median_range
 
 from rayrl.ray.launch import WORKER_NICENESS_ENV
 
@@ -69,7 +69,7 @@ def plain_command(algorithm: str, env_steps: int, seed: int, game: str) -> list[
 
 def run(command: list[str], code: Path | None = None) -> tuple[float, str]:
     """`command`'s wall time and output; with `code`, that checkout's rayrl is imported."""
-    env = None if code is None else {**os.environ, "PYTHONPATH": str(code)}
+    env = baseline_env(code)
     with tempfile.TemporaryDirectory() as cwd:
         start = time.monotonic()
         done = subprocess.run(
@@ -139,7 +139,8 @@ def main() -> None:
 
 
 def compare(args: argparse.Namespace, figures: dict[str, list[dict]]) -> None:
-    """Rounds of both commands, alternating which goes first, rows into `figures`."""
+    """Rounds of every contender's command, the order reversed every other round, rows into
+    `figures`."""
     for round_ in range(args.repeats):
         order = list(figures) if round_ % 2 == 0 else list(reversed(figures))
         for contender in order:
@@ -167,12 +168,15 @@ def report(figures: dict[str, list[dict]]) -> None:
             f"{median_range(walls)} s"
             + (f", final return {median_range(returns, '{:.2f}')}" if returns else "")
         )
-    for contender in ("rayrl", "before")[: len(figures) - 1]:
+    pairs = [(name, "plain") for name in figures if name != "plain"]
+    if "before" in figures:
+        pairs.append(("rayrl", "before"))
+    for mine, theirs in pairs:
         ratios = [
             a["env_steps_per_s"] / b["env_steps_per_s"]
-            for a, b in zip(figures[contender], figures["plain"], strict=True)
+            for a, b in zip(figures[mine], figures[theirs], strict=True)
         ]
-        print(f"  {contender} / plain, env steps/s, pairwise: {median_range(ratios, '{:.2f}')}x")
+        print(f"  {mine} / {theirs}, env steps/s, pairwise: {median_range(ratios, '{:.2f}')}x")
 
 
 if __name__ == "__main__":

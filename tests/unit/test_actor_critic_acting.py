@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from rayrl.algorithms.actor_critic import ActorCriticPolicy, make_actor_critic
+from rayrl.algorithms.actor_critic import ActorCritic, ActorCriticPolicy, make_actor_critic
 from rayrl.envs import env_spec
 from rayrl.presets import load_config
 
@@ -18,11 +18,12 @@ VARIANTS = {
     "separate critic": ("cartpole_ppo", ["algorithm.separate_critic=true"]),
     "shared torso, LSTM": ("cartpole_pomdp_ppo", ["algorithm.separate_critic=false"]),
     "separate critic, LSTM": ("cartpole_pomdp_ppo", ["algorithm.separate_critic=true"]),
-    "separate critic, MinAtar CNN": ("minatar_ppo", ["algorithm.separate_critic=true"]),
+    "separate critic, MinAtar CNN": ("minatar_ppo", []),
+    "separate critic, Gaussian head": ("cartpole_ppo", ["env.id=Pendulum-v1"]),
 }
 
 
-def network_of(variant: str) -> tuple[nn.Module, tuple[int, ...]]:
+def network_of(variant: str) -> tuple[ActorCritic, tuple[int, ...]]:
     preset, overrides = VARIANTS[variant]
     config = load_config(preset, overrides)
     spec = env_spec(config.env)
@@ -37,13 +38,23 @@ def observations(shape: tuple[int, ...], envs: int, steps: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_the_policy_forward_is_the_forward_without_the_value(variant):
+    """From a carried state, not zeros, where the network is recurrent: a separate critic's
+    half of it must reach the critic's core, the policy's half the policy's."""
     network, shape = network_of(variant)
     obs = observations(shape, envs=3, steps=5)
     starts = torch.zeros(3, 5, dtype=torch.bool)
-    starts[:, 0] = starts[1, 3] = True
+    starts[1, 3] = True
+    state = None
+    if network.recurrent:
+        generator = torch.Generator().manual_seed(2)
+        h, c = network.initial_state(3)
+        state = (
+            torch.randn(h.shape, generator=generator),
+            torch.randn(c.shape, generator=generator),
+        )
     with torch.no_grad():
-        full = network(obs, starts)
-        head, states = network.policy_forward(obs, starts)
+        full = network(obs, starts, state)
+        head, states = network.policy_forward(obs, starts, state)
     torch.testing.assert_close(head, full.head, rtol=0, atol=0)
     if full.states is None:
         assert states is None
@@ -81,7 +92,7 @@ def test_acting_runs_the_critic_torso_only_for_its_recurrent_state(variant, crit
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_acting_samples_what_the_full_forward_would_have_sampled(variant):
     """The actions and log-probabilities of `act` are those drawn, with the same generator,
-    from the full forward's policy head."""
+    from the full forward's policy head (the categorical's, or the Gaussian's)."""
     network, shape = network_of(variant)
     obs = observations(shape, envs=6, steps=1)[:, 0]
     starts = np.ones(6, bool)
@@ -91,8 +102,12 @@ def test_acting_samples_what_the_full_forward_would_have_sampled(variant):
     generator = torch.Generator().manual_seed(3)
     with torch.no_grad():
         head = network(obs.unsqueeze(1), torch.ones(6, 1, dtype=torch.bool)).head[:, 0]
-        probs = torch.softmax(head, dim=-1)
-        actions = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        if network.continuous:
+            noise = torch.randn(head.shape, generator=generator)
+            actions = head + noise * network.log_std.exp()
+        else:
+            probs = torch.softmax(head, dim=-1)
+            actions = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         logp = network.distribution(head).log_prob(actions)
     np.testing.assert_array_equal(acted.actions, actions.numpy())
     np.testing.assert_allclose(acted.extras["logp"], logp.numpy(), rtol=0, atol=0)
