@@ -89,12 +89,12 @@ BATCHES = 256
 def played_batches(config: Config, count: int = BATCHES) -> list[TransitionBatch]:
     """`count` batches of transitions the preset's env gave under uniformly random actions
     (8 envs, seeded), as the replay serves them: real observations (MinAtar's sparse
-    grids), rewards and terminals, with the preset's discount. Every update gets a batch it
-    has not seen for `count` updates and its target network moves on the preset's schedule,
-    so the loss stays away from 0: trained over and over on one fixed batch, a Q-network
-    fits it within a few thousand updates, its gradients shrink into denormals and on to
-    NaN, and the update then times a degenerate step (rayrl's guard skips the optimizer
-    step on a non-finite gradient, the bare loop goes on computing NaNs)."""
+    grids), rewards and terminals, with the preset's one-step discount. Every update gets a
+    batch it has not seen for `count` updates and its target network moves on the preset's
+    schedule, so the loss stays away from 0. Trained over and over on one fixed batch, a
+    Q-network fits it (the bare MinAtar loop's loss was 1e-10 after 1,000 updates and NaN
+    after 3,000), and the timer then times a degenerate update: NaN arithmetic, or rayrl's
+    guard skipping the optimizer step on a non-finite gradient."""
     size, num_envs = config.learner.batch_size, 8
     env = make_env(config.env, num_envs, training=True)
     rng = np.random.default_rng(0)
