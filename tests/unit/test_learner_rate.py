@@ -59,3 +59,13 @@ def test_the_batches_are_distinct_transitions_the_env_gave(learner_rate):
     assert np.all(np.abs(np.concatenate([b.obs for b in batches])[:, 2]) < 0.25)  # pole angle
     discounts = np.unique(np.concatenate([b.discounts for b in batches]))
     assert discounts.tolist() == [0.0, float(np.float32(config.algorithm.gamma))]
+
+
+def test_a_preset_the_bare_loop_does_not_write_is_refused(learner_rate, monkeypatch, capsys):
+    """`pong_dqn` asks for a Nature CNN, a dueling head and prioritized replay, which the
+    bare loop does not write: comparing it with rayrl's update would time two different
+    networks, so the benchmark refuses it before any work, naming the preset."""
+    monkeypatch.setattr("sys.argv", ["learner_rate.py", "--preset", "pong_dqn"])
+    with pytest.raises(SystemExit):
+        learner_rate.main()
+    assert "pong_dqn asks for more" in capsys.readouterr().err
