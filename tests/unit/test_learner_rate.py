@@ -69,3 +69,12 @@ def test_a_preset_the_bare_loop_does_not_write_is_refused(learner_rate, monkeypa
     with pytest.raises(SystemExit):
         learner_rate.main()
     assert "pong_dqn asks for more" in capsys.readouterr().err
+
+
+def test_in_process_rate_gives_rayrls_updates_per_second(learner_rate, monkeypatch):
+    """`bench/gpu_learner.py` imports it (a refactor once dropped it and broke that script):
+    rayrl's own learner, timed on played batches, a positive rate."""
+    from rayrl.presets import load_config
+
+    monkeypatch.setattr(learner_rate, "WINDOW_S", 0.05)
+    assert learner_rate.in_process_rate(load_config("cartpole_dqn"), 0.1) > 0
