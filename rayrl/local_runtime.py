@@ -139,12 +139,14 @@ class LocalRuntime:
             counters.updates = self.learner.updates
             if self.learner.updates - self.policy.version >= self.config.learner.sync_interval:
                 self._publish()
-        if session.eval_due():
-            session.eval_started()
-            self._evaluate()
+        # the checkpoint first: an evaluation's record then goes with the checkpoint of the
+        # weights it scored (a sweep's trial reports the two together, and PBT copies them)
         if session.checkpoint_due():
             session.checkpoint_started()
             self._checkpoint(periodic=True)
+        if session.eval_due():
+            session.eval_started()
+            self._evaluate()
         session.log_if_due(self.store.stats())
 
     def _publish(self) -> None:

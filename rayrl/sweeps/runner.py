@@ -276,6 +276,7 @@ def make_scheduler(checked: Sweep) -> Any:
             },
             quantile_fraction=scheduler.quantile_fraction,
             resample_probability=scheduler.resample_probability,
+            synch=scheduler.synch,
             custom_explore_fn=checked.within_ranges,
         )
     return FIFOScheduler()

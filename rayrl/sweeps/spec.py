@@ -82,6 +82,12 @@ class SchedulerSpec:
     """PBT: the fraction of trials that copy (the worst) and that are copied (the best)."""
     resample_probability: float = bounded(0.25, ge=0.0, le=1.0)
     """PBT: how often a perturbed value is drawn anew from its domain rather than scaled."""
+    synch: bool = False
+    """PBT: perturb the trials together. Each trial pauses at a perturbation until every
+    other reaches it, so which trial copies which never depends on which one started or
+    ran faster; each pause costs a trial's restart from its checkpoint. False (Ray's
+    asynchronous PBT): a trial is perturbed against the others' last scores, and one that
+    lags the others by whole intervals may never be compared with them."""
 
 
 @dataclass(frozen=True)

@@ -52,11 +52,11 @@ def test_pbt_trains_the_perturbed_value_after_the_restore(ray_cluster, tmp_path)
             "name": "pbt",
             "sweeps_dir": str(tmp_path),
             "base": "cartpole_ppo",
-            # the worse trial copies at one of its perturbations (4,096, 8,192, 12,288; none
-            # at its end) once the better one has had its first (PBT keeps its checkpoint
-            # then); with 12,288 env steps, a better trial that started late reached 4,096
-            # after the worse one's last perturbation (seen once)
-            "set": [*LOCAL_CARTPOLE, "run.total_env_steps=16384", "algorithm.lr_decay=false"],
+            # synchronous PBT: both trials pause at 4,096 env steps until the other is
+            # there, and the worse copies the better, whichever started first or ran
+            # faster (asynchronous PBT never compared a trial that lagged by whole
+            # intervals); 6,144 env steps: no perturbation on the final evaluation
+            "set": [*LOCAL_CARTPOLE, "run.total_env_steps=6144", "algorithm.lr_decay=false"],
             "space": {"learner.lr": {"loguniform": [0.00001, 0.003]}},
             "num_trials": 2,
             "search_seed": 0,
@@ -66,6 +66,7 @@ def test_pbt_trains_the_perturbed_value_after_the_restore(ray_cluster, tmp_path)
                 "perturbation_interval_env_steps": 4096,
                 "quantile_fraction": 0.5,
                 "resample_probability": 0.0,
+                "synch": True,
             },
         }
     )
@@ -80,6 +81,8 @@ def test_pbt_trains_the_perturbed_value_after_the_restore(ray_cluster, tmp_path)
         copy = read_jsonl(trial.run_dir / ADOPTED_FILE)[-1]
         perturbed = copy["config"]["learner"]["lr"]
         copied_rate = copy["checkpoint_config"]["learner"]["lr"]  # the better trial's
+        # the checkpoint of the weights whose evaluation PBT compared, not the one before
+        assert copy["env_steps"] == 4096
         assert perturbed / copied_rate in (pytest.approx(0.8), pytest.approx(1.2))
         assert trial.settings["learner.lr"] == pytest.approx(perturbed)  # Tune's config
         saved = yaml.safe_load((trial.run_dir / "config.yaml").read_text())
