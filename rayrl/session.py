@@ -125,6 +125,11 @@ class TrainingSession:
                 f"{error.strerror or error}"
             ) from None
         self.evaluated_env_steps = self.run_dir.last_evaluated_env_steps()
+        steps, interval = self.counters.env_steps, self.config.run.eval_interval_env_steps
+        if steps > 0 and steps % interval == 0 and self.evaluated_env_steps != steps:
+            # the evaluation due at the checkpoint's count was recorded at that count and is
+            # cut back with it (or never written: a sweep's trial paused in its report)
+            self.next_eval = steps
         if self._open_recorders is not None:
             self.recorders = self._open_recorders()
 

@@ -251,7 +251,9 @@ def make_tuner(checked: Sweep, root: Path, resuming: bool, table_interval_s: flo
 
 
 def make_scheduler(checked: Sweep) -> Any:
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, PopulationBasedTraining
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    from rayrl.sweeps.pbt import SweepPBT
 
     scheduler = checked.spec.scheduler
     if scheduler.name == "asha":
@@ -266,7 +268,7 @@ def make_scheduler(checked: Sweep) -> Any:
             stop_last_trials=False,
         )
     if scheduler.name == "pbt":
-        return PopulationBasedTraining(
+        return SweepPBT(
             time_attr="env_steps",
             perturbation_interval=checked.perturbation_interval(),
             # a choice as a list: PBT moves it to a neighbouring value (a Tune domain would

@@ -84,10 +84,11 @@ class SchedulerSpec:
     """PBT: how often a perturbed value is drawn anew from its domain rather than scaled."""
     synch: bool = False
     """PBT: perturb the trials together. Each trial pauses at a perturbation until every
-    other reaches it, so which trial copies which never depends on which one started or
-    ran faster; each pause costs a trial's restart from its checkpoint. False (Ray's
-    asynchronous PBT): a trial is perturbed against the others' last scores, and one that
-    lags the others by whole intervals may never be compared with them."""
+    other reaches it (or has ended), so which trial copies which never depends on which
+    one started or ran faster; each pause costs a trial's restart from its checkpoint.
+    False (Ray's asynchronous PBT): a reporting trial's new score is compared with the
+    others' older ones, so with few trials the one reporting tends to look the better, and
+    a copy may never happen."""
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,10 @@ def test_run_directory_holds_config_metrics_checkpoints_and_evals(finished):
 
 
 def test_resume_continues_counters_and_learner_state(tiny):
+    """The resumed run goes on from the checkpoint's counters and learner. The evaluation
+    at the checkpoint's count (2,048, the first run's last) was recorded at that count, so
+    the resume cuts it back with the rows after the checkpoint: it is made again at once,
+    and eval.jsonl has no interval without one."""
     first = rayrl.train(None, overrides=[*tiny, "run.runtime=local"])
     before = load_checkpoint(RunDirectory(first.run_dir).latest_checkpoint)
     resumed = rayrl.train(
@@ -88,6 +92,10 @@ def test_resume_continues_counters_and_learner_state(tiny):
     after = load_checkpoint(RunDirectory(first.run_dir).latest_checkpoint)
     assert after["counters"]["updates"] > before["counters"]["updates"]
     assert after["config"]["workers"]["num_workers"] == 2
+    evaluated = [row["env_steps"] for row in read_jsonl(RunDirectory(first.run_dir).eval_path)]
+    assert evaluated[0] == 1024
+    assert [e for e in evaluated if 2048 <= e < 3072]  # again, right after the resume
+    assert evaluated[-1] == 4096
 
 
 def test_a_run_stopped_before_its_first_checkpoint_resumes_from_the_start(tiny, tmp_path):
