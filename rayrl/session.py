@@ -125,11 +125,14 @@ class TrainingSession:
                 f"{error.strerror or error}"
             ) from None
         self.evaluated_env_steps = self.run_dir.last_evaluated_env_steps()
-        steps, interval = self.counters.env_steps, self.config.run.eval_interval_env_steps
-        if steps > 0 and steps % interval == 0 and self.evaluated_env_steps != steps:
-            # the evaluation due at the checkpoint's count was recorded at that count and is
-            # cut back with it (or never written: a sweep's trial paused in its report)
-            self.next_eval = steps
+        interval = self.config.run.eval_interval_env_steps
+        due = self.counters.env_steps // interval * interval
+        evaluated = self.evaluated_env_steps
+        if due > 0 and (evaluated is None or evaluated < due):
+            # the evaluation due by the checkpoint's count was recorded at or after that
+            # count, and is cut back with it (or never written: a sweep's trial paused in its
+            # report): made again after the first round
+            self.next_eval = self.counters.env_steps
         if self._open_recorders is not None:
             self.recorders = self._open_recorders()
 

@@ -305,3 +305,33 @@ def test_weights_that_are_not_finite_never_reach_a_checkpoint(tmp_path, caplog):
     assert after == saved
     assert "checkpoint at 2000 env steps not saved: the weights are not finite" in caplog.text
     assert s.saved_env_steps == 1000
+
+
+@pytest.mark.parametrize(
+    ("resumed_at", "evaluated", "next_eval"),
+    [
+        (2560, [(2560, 2560)], 2560),  # the evaluation due at 2,500, made at 2,560: cut back
+        (3072, [(2560, 2560)], 5000),  # made before the checkpoint: kept, not made again
+        (5000, [(2560, 2560), (5000, 5000)], 5000),  # due and made at the count: cut back
+        (2048, [], 2500),  # none due yet
+    ],
+)
+def test_a_resumed_run_makes_again_the_evaluation_its_resume_cut_back(
+    tmp_path, resumed_at, evaluated, next_eval
+):
+    """A resume drops the rows recorded from the checkpoint's count on, an evaluation made
+    at that count included (a sweep's trial paused inside its report never wrote it): the
+    resumed run evaluates after its first round instead of an interval later."""
+    run_dir = RunDirectory(tmp_path)
+    for env_steps, recorded_at in evaluated:
+        run_dir.append_eval({"env_steps": env_steps, "recorded_at_env_steps": recorded_at})
+    resumed = TrainingSession(
+        load_config(None, ["logging.console=false", "run.eval_interval_env_steps=2500"]),
+        run_dir,
+        Recorders([]),
+        Counters(env_steps=resumed_at),
+        time.time(),
+        KIND,
+    )
+    resumed.begin()
+    assert resumed.next_eval == next_eval
