@@ -48,7 +48,6 @@ BENCH = Path(__file__).resolve().parent
 
 
 def rayrl_command(algorithm: str, env_steps: int, seed: int, game: str) -> list[str]:
-    rayrl = str(Path(sys.executable).with_name("rayrl"))
     overrides = [
         f"env.id={game}",
         f"run.total_env_steps={env_steps}",
@@ -56,7 +55,9 @@ def rayrl_command(algorithm: str, env_steps: int, seed: int, game: str) -> list[
         "run.target_return=null",
         "logging.console=false",
     ]
-    return [rayrl, "train", "--config", f"minatar_{algorithm}"] + [
+    # `python -m rayrl`, not the `rayrl` script: the script names the installed entry point,
+    # which an earlier checkout (--baseline) may not have
+    return [sys.executable, "-m", "rayrl", "train", "--config", f"minatar_{algorithm}"] + [
         part for override in overrides for part in ("--set", override)
     ]
 
