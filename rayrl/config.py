@@ -230,9 +230,13 @@ class LearnerConfig:
     batches_per_request: int = bounded(8, ge=1)
     """Ray runtime: batches the learner fetches from the experience actor per request; more
     amortizes the cost of an actor call (~1 ms) over small, fast updates."""
-    prefetch_requests: int = bounded(2, ge=2)
+    prefetch_requests: int = bounded(2, ge=1)
     """Ray runtime: sample requests the learner keeps in flight, so that it never waits for
-    the experience actor to answer."""
+    the experience actor to answer. Each one holds a batch taken from the store before the
+    learner needs it: on-policy, its unrolls are that many updates older when learned from.
+    1 waits for one round trip per request (about a millisecond) and learns from fresher
+    unrolls, which counts where every update moves the policy far (IMPALA with several
+    `algorithm.epochs`)."""
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ The shared actor-critic (`rayrl.algorithms.actor_critic`), V-trace targets
 (`rayrl.algorithms.vtrace`), policy-gradient, baseline and entropy losses, RMSprop or
 Adam (`learner.optimizer`), gradient-norm clipping and a linear learning-rate decay.
 Truncated episodes bootstrap from their final observation's value; terminated ones do not.
+`algorithm.epochs` > 1 makes several gradient steps on each batch, V-trace recomputed for
+each (sample reuse, which the paper's learner does not do).
 A recurrent network (`algorithm.lstm_size`) is trained over whole unrolls, from the state
 each unroll's first step was acted from.
 
@@ -59,6 +61,12 @@ class ImpalaConfig(OnPolicyConfig):
     """Weight of the entropy bonus."""
     lr_decay: bool = True
     """Decay the learning rate linearly to 0 over `run.total_env_steps`."""
+    epochs: int = bounded(1, ge=1)
+    """Gradient steps on each batch: 1 is the paper's IMPALA, which learns from each unroll
+    once. More replay the batch, each pass recomputing V-trace's targets and importance
+    weights with the network as it is then, so that the correction covers the policy's move
+    since the unrolls were acted (the sample reuse V-trace allows, as PPO's epochs do for
+    its clipped objective). The learning-rate decay counts batches, not passes."""
     compile: bool = False
     """Apply `torch.compile` to the learner's network (slower start, faster updates)."""
 
@@ -119,15 +127,17 @@ class ImpalaLearner(TorchLearner):
         }
 
     def update(self, batch: Unrolls) -> UpdateResult:
-        parts = self.loss(batch)
-        grad_norm = self.step(parts["loss"], self.optimizer, self.network.parameters())
+        passes = []
+        for _ in range(self.algo.epochs):
+            parts = self.loss(batch)
+            parts["grad_norm"] = self.step(parts["loss"], self.optimizer, self.network.parameters())
+            passes.append(torch.stack(list(parts.values())).detach())
         lr = self.scheduler.get_last_lr()[0]  # the rate this update used
         self.scheduler.step()
         lag = policy_lag(batch, self.updates)
         self.updates += 1
 
-        parts["grad_norm"] = grad_norm
-        values = torch.stack(list(parts.values())).detach().tolist()
+        values = torch.stack(passes).mean(0).tolist()  # each part's mean over the passes
         metrics = {f"learner/{name}": value for name, value in zip(parts, values, strict=True)}
         metrics["learner/lr"] = lr
         metrics["learner/policy_lag"] = lag

@@ -37,7 +37,9 @@ def test_distributed_agent_trains_evaluates_saves_and_warm_starts(ray_cluster, t
         "logging.console": False,
         "run.target_return": None,
     }
-    agent = rayrl.DistributedAgent("CartPole-v1", tag="api", **options)
+    # the Ray learner on the freshest unrolls, each batch replayed (minatar_impala's settings)
+    fresh = {"learner.prefetch_requests": 1, "algorithm.epochs": 2}
+    agent = rayrl.DistributedAgent("CartPole-v1", tag="api", **options, **fresh)
     result = agent.train(
         num_train_steps=2048,
         eval_interval=1024,

@@ -271,3 +271,46 @@ def test_loss_and_gradients_match_the_reference_at_its_scale(
     doubled = torch.autograd.grad(learner.loss(twice)["loss"], list(learner.network.parameters()))
     for a, b in zip(doubled, ours_grads, strict=True):
         torch.testing.assert_close(a, 2 * b, rtol=1e-4, atol=1e-5)
+
+
+def test_epochs_replay_the_batch_with_targets_recomputed_each_pass(cartpole):
+    """`algorithm.epochs=3`: three gradient steps on one batch, each on the loss of the
+    network as the previous step left it (V-trace's ratios and values recomputed), at the
+    rate of the update's start; the update counts once and its metrics are the passes'
+    means."""
+    config, spec = cartpole
+    replaying = learner_for(with_overrides(config, ["algorithm.epochs=3"]), spec)
+    stepping = learner_for(config, spec)
+    stepping.network.load_state_dict(replaying.network.state_dict())
+    rng = np.random.default_rng(1)
+    batch = Unrolls(
+        obs=rng.normal(size=(4, 6, 4)).astype(np.float32),
+        actions=rng.integers(0, 2, size=(4, 5)),
+        rewards=rng.normal(size=(4, 5)).astype(np.float32),
+        terminated=np.zeros((4, 5), dtype=bool),
+        truncated=np.zeros((4, 5), dtype=bool),
+        env_reset=np.zeros((4, 5), dtype=bool),
+        final_obs=np.zeros((0, 4), dtype=np.float32),
+        final_index=np.zeros((0, 2), dtype=np.int64),
+        policy_versions=np.zeros(4, dtype=np.int64),
+        extras={"logp": np.log(rng.uniform(0.2, 0.8, size=(4, 5))).astype(np.float32)},
+    )
+
+    result = replaying.update(batch)
+    losses = []
+    for _ in range(3):
+        loss = stepping.loss(batch)["loss"]
+        losses.append(float(loss))
+        stepping.step(loss, stepping.optimizer, stepping.network.parameters())
+
+    for ours, reference in zip(
+        replaying.network.parameters(), stepping.network.parameters(), strict=True
+    ):
+        torch.testing.assert_close(ours, reference)
+    assert len(set(losses)) == 3  # each pass saw the network the last one left
+    assert result.metrics["learner/loss"] == pytest.approx(np.mean(losses), rel=1e-5)
+    assert replaying.updates == 1
+    assert replaying.scheduler.get_last_lr()[0] == stepping.scheduler.get_last_lr()[0]
+    fresh = learner_for(config, spec).network.parameters()
+    moved = replaying.network.parameters()
+    assert not any(torch.equal(a, b) for a, b in zip(moved, fresh, strict=True))
