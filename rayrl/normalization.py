@@ -197,7 +197,7 @@ class NormalizingLearner(Generic[B]):
         """Of the workers' running discounted returns, whose spread scales the rewards."""
         self.reuse = reuse
         """How often an item is sampled on average (replay's samples per insert; 1 for
-        unrolls, which are learned from once)."""
+        unrolls, which the queue gives a learner once, however many passes it makes)."""
 
     @property
     def updates(self) -> int:

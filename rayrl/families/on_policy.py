@@ -1,5 +1,6 @@
 """The on-policy family: fixed-length unrolls with behaviour log-probabilities into a bounded
-queue, each learned from once, with unrolls too old for the learner dropped and counted."""
+queue, each given to a learner once (PPO's epochs and IMPALA's `epochs` pass over a batch
+within one update), with unrolls too old for the learner dropped and counted."""
 
 from __future__ import annotations
 

@@ -2,9 +2,10 @@
 
 The learners do not know about processes; this shell gives one what a long-lived actor
 needs (Sample Factory's learner vs learner_worker split): it pulls batches from the
-experience actor (`rayrl.ray.experience_service`) itself, keeping requests in flight so
-that it does not wait on it, sends priorities back without waiting, and joins its peers'
-process group when there are several learners. It also answers its supervisor's probe
+experience actor (`rayrl.ray.experience_service`) itself, keeping `prefetch_requests`
+requests in flight so that it does not wait on it (or one, for the freshest unrolls), sends
+priorities back without waiting, and joins its peers' process group when there are several
+learners. It also answers its supervisor's probe
 (`pulse`, from a concurrency group of its own, beside a `train` call in progress) with what
 its training thread is doing: waiting for the experience actor, or working, and for how
 long without progress, so that a learner waiting on a busy store is told from a hung one
