@@ -212,6 +212,28 @@ def reference_loss(network, batch: Unrolls, algo) -> torch.Tensor:
     return total
 
 
+def off_policy_unrolls(seed: int) -> Unrolls:
+    """Three unrolls of five CartPole-shaped steps, with a termination and a truncation inside
+    them and behaviour log-probabilities on both sides of V-trace's clips."""
+    rng = np.random.default_rng(seed)
+    batch = Unrolls(
+        obs=rng.normal(size=(3, 6, 4)).astype(np.float32),
+        actions=rng.integers(0, 2, size=(3, 5)),
+        rewards=rng.normal(size=(3, 5)).astype(np.float32),
+        terminated=np.zeros((3, 5), dtype=bool),
+        truncated=np.zeros((3, 5), dtype=bool),
+        env_reset=np.zeros((3, 5), dtype=bool),
+        final_obs=rng.normal(size=(1, 4)).astype(np.float32),
+        final_index=np.array([[1, 2]]),
+        policy_versions=np.zeros(3, dtype=np.int64),
+        extras={"logp": np.log(rng.uniform(0.2, 0.8, size=(3, 5))).astype(np.float32)},
+    )
+    batch.terminated[0, 1] = batch.terminated[2, 4] = True
+    batch.truncated[1, 2] = True
+    batch.env_reset[:] = batch.terminated | batch.truncated
+    return batch
+
+
 @pytest.mark.parametrize(
     ("lstm_size", "separate_critic", "trace_lambda"),
     [(None, False, 1.0), (None, False, 0.8), (8, False, 1.0), (None, True, 1.0), (8, True, 0.8)],
@@ -236,22 +258,8 @@ def test_loss_and_gradients_match_the_reference_at_its_scale(
     overrides.append(f"algorithm.separate_critic={str(separate_critic).lower()}")
     config = with_overrides(config, overrides)
     learner = learner_for(config, spec)
-    rng = np.random.default_rng(5)
-    batch = Unrolls(
-        obs=rng.normal(size=(3, 6, 4)).astype(np.float32),
-        actions=rng.integers(0, 2, size=(3, 5)),
-        rewards=rng.normal(size=(3, 5)).astype(np.float32),
-        terminated=np.zeros((3, 5), dtype=bool),
-        truncated=np.zeros((3, 5), dtype=bool),
-        env_reset=np.zeros((3, 5), dtype=bool),
-        final_obs=rng.normal(size=(1, 4)).astype(np.float32),
-        final_index=np.array([[1, 2]]),
-        policy_versions=np.zeros(3, dtype=np.int64),
-        extras={"logp": np.log(rng.uniform(0.2, 0.8, size=(3, 5))).astype(np.float32)},
-    )
-    batch.terminated[0, 1] = batch.terminated[2, 4] = True
-    batch.truncated[1, 2] = True
-    batch.env_reset[:] = batch.terminated | batch.truncated
+    batch = off_policy_unrolls(seed=5)
+    rng = np.random.default_rng(6)
     if lstm_size is not None:
         width = lstm_size * (2 if separate_critic else 1)
         batch.initial_state = {
@@ -284,19 +292,7 @@ def test_epochs_replay_the_batch_with_targets_recomputed_each_pass(cartpole):
     replaying = learner_for(with_overrides(config, ["algorithm.epochs=3"]), spec)
     stepping = learner_for(config, spec)
     stepping.network.load_state_dict(replaying.network.state_dict())
-    rng = np.random.default_rng(1)
-    batch = Unrolls(
-        obs=rng.normal(size=(4, 6, 4)).astype(np.float32),
-        actions=rng.integers(0, 2, size=(4, 5)),
-        rewards=rng.normal(size=(4, 5)).astype(np.float32),
-        terminated=np.zeros((4, 5), dtype=bool),
-        truncated=np.zeros((4, 5), dtype=bool),
-        env_reset=np.zeros((4, 5), dtype=bool),
-        final_obs=np.zeros((0, 4), dtype=np.float32),
-        final_index=np.zeros((0, 2), dtype=np.int64),
-        policy_versions=np.zeros(4, dtype=np.int64),
-        extras={"logp": np.log(rng.uniform(0.2, 0.8, size=(4, 5))).astype(np.float32)},
-    )
+    batch = off_policy_unrolls(seed=1)
 
     result = replaying.update(batch)
     losses = []
