@@ -327,8 +327,9 @@ class SACLearner(TorchLearner):
                 metrics["entropy"] = -logp.mean()
                 if self.algo.autotune_alpha:
                     alpha_loss = self.alpha_loss(logp)
-                    self.step(alpha_loss, self.alpha_optimizer, [self.log_alpha])
+                    alpha_norm = self.step(alpha_loss, self.alpha_optimizer, [self.log_alpha])
                     metrics["alpha_loss"] = alpha_loss.detach()
+                    metrics["alpha_grad_norm"] = alpha_norm.detach()
         self.updates += 1
         metrics["alpha"] = self.alpha
 

@@ -1,5 +1,5 @@
-"""SAC end to end: Pendulum learned with normalized observations, whose statistics travel with
-the published weights (with the Ray runtime too) and reach the checkpoint, evaluation and a
+"""SAC end to end: Pendulum learned in both runtimes with normalized observations, whose
+statistics travel with the published weights and reach the checkpoint, evaluation and a
 resumed run."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def assert_statistics_published(result: rayrl.TrainResult) -> None:
     seconds=45,
 )
 def test_sac_learns_pendulum_with_normalized_observations(local_run_result):
-    """`pendulum_sac` reaches -200 in about 4k env steps (10 deterministic episodes; a random
+    """`pendulum_sac` reaches -200 in 4-7k env steps (10 deterministic episodes; a random
     policy scores about -1,200); the test asks for -300 within 12k, in one process (it
     evaluated -194 at 3,008 env steps, in 43 s). It evaluates every 1k env steps rather than
     the preset's 2k: each env step brings one update of 256 (about 20 ms of wall time here),
@@ -56,22 +56,27 @@ def test_sac_learns_pendulum_with_normalized_observations(local_run_result):
     assert_statistics_published(result)
 
 
-def test_the_statistics_travel_with_the_weights_through_ray(ray_cluster, tmp_path):
-    """The Ray runtime's SAC: the weights the learner actor publishes (to workers, evaluator
-    and checkpoint) carry its statistics."""
+@pytest.mark.slow
+def test_sac_learns_pendulum_with_ray_and_publishes_its_statistics(ray_cluster, tmp_path):
+    """The Ray runtime's SAC learns, and the weights its learner actor publishes (to workers,
+    evaluator and checkpoint) carry the learner's statistics. Its lower target (-400) and
+    budget (12k env steps) are the margin for the asynchronous worker's timing; a 64x64
+    actor and critics keep the updates cheap: seeds 0-2 reached it at 3,008 env steps (the
+    third evaluation; -317, -320 and -273), in 54-68 s beside two other training runs."""
     result = rayrl.train(
         "pendulum_sac",
         overrides=[
             "logging.console=false",
             f"run.runs_dir={tmp_path}",
             "env.normalize.observations=true",
-            "run.target_return=null",
-            "run.total_env_steps=768",
-            "run.eval_episodes=1",
+            "algorithm.hidden_sizes=[64, 64]",
+            "run.target_return=-400",
+            "run.total_env_steps=12000",
+            "run.eval_interval_env_steps=1000",
         ],
     )
-    assert result.stop_reason == "total_env_steps reached"
-    assert result.counters.updates > 0
+    assert result.stop_reason == "target_return reached"
+    assert result.final_eval.mean >= -400
     assert_statistics_published(result)
 
 

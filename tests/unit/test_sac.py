@@ -202,6 +202,19 @@ def test_the_temperature_rises_when_the_policy_is_less_random_than_its_target(pe
     assert metrics["learner/alpha"] == pytest.approx(config.algorithm.initial_alpha)
 
 
+def test_every_optimized_part_reports_its_gradient_norm(pendulum):
+    """The temperature's too: d/dlog(alpha) of -alpha * mean(log pi + target entropy) is
+    alpha * (entropy - target entropy), with the entropy of the same fresh actions."""
+    config, spec = pendulum
+    learner = learner_for(config, spec)
+    alpha = learner.alpha.item()
+    metrics = learner.update(random_batch(spec)).metrics
+    assert metrics["learner/critic_grad_norm"] > 0
+    assert metrics["learner/actor_grad_norm"] > 0
+    expected = alpha * abs(metrics["learner/entropy"] - learner.target_entropy)
+    assert metrics["learner/alpha_grad_norm"] == pytest.approx(expected, rel=1e-4)
+
+
 def test_target_critics_follow_by_polyak_averaging(pendulum):
     config, spec = pendulum
     learner = learner_for(config, spec)
