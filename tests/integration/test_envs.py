@@ -9,10 +9,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+import rayrl
+from rayrl.checkpoint import load_checkpoint
 from rayrl.config import EnvConfig
 from rayrl.envs import check_env, env_spec, make_env, resolve_env, suite_of
 from rayrl.errors import ConfigError
+from rayrl.normalization import MOMENTS_PREFIX
 from rayrl.processing import NStepProcessor
+from tests.conftest import tiny_run_overrides
 
 PONG = EnvConfig(
     id="ALE/Pong-v5", terminal_on_life_loss=True, clip_rewards=True, max_episode_steps=None
@@ -224,3 +228,35 @@ def test_mujoco_warnings_go_to_the_log_not_a_file_in_the_working_directory(tmp_p
     monkeypatch.chdir(tmp_path)
     make_env(EnvConfig(id="HalfCheetah-v5"), 1, training=False).close()
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+
+
+SMALL_SAC = [
+    "algorithm.hidden_sizes=[32, 32]",
+    "algorithm.random_env_steps=256",
+    "algorithm.replay.min_size=256",
+    "run.total_env_steps=1024",
+]
+"""One update of a 32x32 SAC per env step, after 256 random ones, to 1,024 env steps."""
+
+
+@pytest.mark.parametrize(
+    ("preset", "shrunk"),
+    [
+        ("hopper_sac", SMALL_SAC),
+        ("halfcheetah_sac", SMALL_SAC),
+        ("halfcheetah_ppo", ["run.total_env_steps=4096"]),  # two updates of 2,048 env steps
+    ],
+)
+def test_the_mujoco_presets_train_end_to_end(preset, shrunk, tmp_path):
+    """Each MuJoCo preset as shipped, shrunk only in its budget and network (in one process,
+    evaluating 2 episodes): it trains, evaluates and saves, and what it saves carries the
+    normalization statistics where the preset normalizes."""
+    result = rayrl.train(
+        preset, overrides=[*tiny_run_overrides(tmp_path), "run.runtime=local", *shrunk]
+    )
+    assert result.stop_reason == "total_env_steps reached"
+    assert result.counters.updates > 0
+    assert np.isfinite(result.final_eval.mean)
+    weights = load_checkpoint(result.run_dir / "checkpoints" / "latest.pt")["policy"]["weights"]
+    normalizes = rayrl.load_config(preset).env.normalize.observations
+    assert any(name.startswith(MOMENTS_PREFIX) for name in weights) == normalizes
