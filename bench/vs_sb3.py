@@ -119,7 +119,11 @@ def sb3_child(env_id: str, steps: int, target: float | None, every: int, seed: i
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    import rayrl.envs  # noqa: F401  (registers rayrl/CartPoleNoVel-v1)
+    from rayrl.envs import suite_of  # (registers rayrl/CartPoleNoVel-v1 too)
+    from rayrl.envs.mujoco import require_mujoco
+
+    if suite_of(env_id).name == "mujoco":
+        require_mujoco()  # MuJoCo's warnings to the log, not to a MUJOCO_LOG.TXT in the cwd
 
     peer = ZOO[env_id]
     stop = None if target is None else StopTrainingOnRewardThreshold(target, verbose=0)
