@@ -15,7 +15,9 @@ Both evaluate the deterministic policy on 10 episodes every `--eval-every` env s
 stop at `--target` (when given) or after `--steps` env steps. The table gives, per
 contender, the final evaluation at equal env steps, the env steps at which the target was
 first reached, the wall time and the env steps per second over the whole command, and the
-ratios measured within each seed's pair. The peers come from `pip install -e ".[bench]"`.
+ratios measured within each seed's pair; each run's line gives its whole evaluation curve
+(`evaluations`: [env steps, mean return]), so a long run's earlier budgets can be read
+off it. The peers come from `pip install -e ".[bench]"`.
 
     python bench/vs_sb3.py --preset pendulum_sac --steps 12000 --target -200 --seeds 0 1 2
     python bench/vs_sb3.py --preset halfcheetah_sac --steps 100000 --seeds 0
@@ -187,6 +189,7 @@ def summary(evals: list[tuple[int, float]], target: float | None, wall: float) -
         "steps_to_target": reached,
         "wall_s": wall,
         "steps_per_s": last_steps / wall,
+        "evaluations": [[steps, mean] for steps, mean in evals],
     }
 
 
