@@ -80,7 +80,9 @@ def read_all(seen: dict[tuple[str, str], Seen], started: bool) -> None:
         except (OSError, IndexError):
             continue
         cpu_s = (int(fields[11]) + int(fields[12])) / TICKS
-        key, kind = (entry.name, fields[19]), kind_of(entry.name)
+        # A zombie (exited, not yet reaped) has an empty command line: its name says nothing.
+        kind = "" if fields[0] == "Z" else kind_of(entry.name)
+        key = (entry.name, fields[19])
         if key in seen:
             seen[key].cpu_s = cpu_s
             seen[key].kind = better_kind(seen[key].kind, kind)

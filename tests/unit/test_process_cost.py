@@ -47,8 +47,25 @@ def test_a_child_is_counted_under_the_name_it_ends_with():
     done = measure(sys.executable, "-c", RUN_CHILD, CHILD=first)
     assert done.returncode == 0, done.stderr
     assert rows_naming(done.stdout, "first-name") == [], done.stdout
-    (cpu_s,) = rows_naming(done.stdout, "last-name")
-    assert 0.9 <= cpu_s <= 2.5
+    rows = rows_naming(done.stdout, "last-name")
+    assert len(rows) == 1, done.stdout
+    assert 0.9 <= rows[0] <= 2.5
+
+
+def test_a_child_read_after_it_exited_keeps_its_name():
+    """An exited child that its parent has not reaped yet (a zombie, whose command line is
+    empty) is read as what it was, not as its bare process name."""
+    child = f"# zombie-name\n{SPIN.format(s=0.5)}"
+    reap_late = (
+        "import os, subprocess as s, sys, time; "
+        "p = s.Popen([sys.executable, '-c', os.environ['CHILD']]); "
+        "time.sleep(2.5); p.wait()"
+    )
+    done = measure(sys.executable, "-c", reap_late, CHILD=child)
+    assert done.returncode == 0, done.stderr
+    rows = rows_naming(done.stdout, "zombie-name")
+    assert len(rows) == 1, done.stdout
+    assert 0.4 <= rows[0] <= 1.5
 
 
 def test_the_commands_exit_status_is_passed_on():
