@@ -5,6 +5,7 @@ learning results are read from, so a wrong row would misreport them."""
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
@@ -212,3 +213,25 @@ def test_a_run_evaluated_at_its_end_on_more_episodes_reports_that_evaluation(lea
     assert learning.figures(run, 1_000_000).final_eval == 3.0
     run["final_eval"][0] = 1_900_000  # another checkpoint's: not this evaluation
     assert learning.figures(run, 2_000_000).final_eval == 9.0
+
+
+def test_every_minatar_game_has_the_papers_figure_beside_it(learning):
+    """The other three games' rows (the presets run unchanged) carry the paper's figure
+    too, with the action sets compared, and Seaquest's older game version named."""
+    rows = learning.table_rows(
+        {("minatar_dqn", "Seaquest"): [record(learning, game="Seaquest", evals=[(1_000_064, 4.0)])]}
+    )
+    assert (
+        "| 20 | MinAtar paper (Young & Tian 2019, Fig. 2), 5M frames: DQN; training "
+        "returns; 6 actions, ours 6; before MinAtar 1.0.11's oxygen fix |"
+        in rows["minatar_dqn", "Seaquest", 1_000_000]
+    )
+    assert learning.published("impala", "Asterix") == (
+        19.0,
+        learning.PAPER,
+        "AC(lambda), not IMPALA; training returns; 6 actions, ours 5",
+    )
+    assert learning.published("ppo", "Freeway")[0] == 47.0
+    value, source, _ = learning.published("sac", "Breakout")
+    assert math.isnan(value)
+    assert source == "-"
