@@ -4,10 +4,12 @@ figures, written to docs/learning.md with the curves.
 Runs one (preset, game, seed) at a time with the Ray runtime, each in its own run directory
 under --runs (default bench/results/learning, not committed), so that a table can grow
 across sittings: a run that was stopped resumes from its last checkpoint, one that reached
-its budget is skipped, and a larger budget continues it (unless the preset decays its
-learning rate over the budget, as minatar_impala does: then a longer budget needs another
-seed). A variant of a preset is named with --label and its --set overrides, and gets its
-own rows.
+its budget is skipped, and a larger budget continues it, unless the preset's schedules span
+the budget (minatar_impala decays its learning rate over it): such a run is the run of its
+budget only, and its name carries the budget (minatar_impala-Breakout-s0-5000000), so that
+one seed's runs to 1M and to 5M are two runs. A run whose record is kept but whose directory
+is not under --runs (it ran on another machine) is refused rather than replaced. A variant
+of a preset is named with --label and its --set overrides, and gets its own rows.
 
 The run directories (checkpoints, replay) stay on the machine that ran them; what the table
 and the curves need of each run (its evaluations, its training returns, wall time and the
@@ -192,11 +194,17 @@ def protocols() -> list[str]:
     return lines
 
 
-def run_name(variant: str, game: str, seed: int) -> str:
-    return f"{variant}-{game}-s{seed}"
+def run_name(variant: str, game: str, seed: int, scheduled_budget: int | None = None) -> str:
+    """A run's name: its variant, game and seed, and the budget of a run whose schedules
+    span it (`budget_scheduled`): such a run is the run of that budget only, so one seed's
+    runs to 1M and to 5M are two runs, not one continued."""
+    name = f"{variant}-{game}-s{seed}"
+    return name if scheduled_budget is None else f"{name}-{scheduled_budget}"
 
 
-RUN_NAME = re.compile(r"(?P<variant>\w+(\+\w+)?)-(?P<game>\w+)-s(?P<seed>\d+)")
+RUN_NAME = re.compile(
+    r"(?P<variant>\w+(\+\w+)?)-(?P<game>\w+)-s(?P<seed>\d+)(-(?P<scheduled_budget>\d+))?"
+)
 """What `run_name` makes: a run directory of this benchmark."""
 
 
@@ -216,12 +224,23 @@ def budget_scheduled(config: dict) -> bool:
     return bool(algorithm.get("lr_decay") or algorithm.get("clip_anneal"))
 
 
+def run_path(
+    runs: Path, variant: str, overrides: list[str], game: str, seed: int, env_steps: int
+) -> Path:
+    """Where the run of `variant` (a preset and its `overrides`) on `game` with `seed` to
+    `env_steps` is, under `runs`."""
+    config = config_to_dict(load_config(preset_of(variant), overrides))
+    scheduled = env_steps if budget_scheduled(config) else None
+    return runs / run_name(variant, game, seed, scheduled)
+
+
 def train(
     runs: Path, variant: str, overrides: list[str], game: str, seed: int, env_steps: int
-) -> None:
+) -> Path:
     """Train (or continue) one run of `variant` (a preset and its `overrides`) to
-    `env_steps`."""
-    path = runs / run_name(variant, game, seed)
+    `env_steps`; its directory. A run whose record is kept but whose directory is not under
+    `runs` is refused: a fresh run of the same name would replace that record."""
+    path = run_path(runs, variant, overrides, game, seed, env_steps)
     budget = [f"run.total_env_steps={env_steps}", "run.target_return=null"]
     if (path / "checkpoints" / "latest.pt").is_file():
         recorded = variant_overrides(path)
@@ -230,22 +249,19 @@ def train(
                 f"{path.name} was trained with --set {recorded}, not {overrides}: give the "
                 "same settings, or another --label for other ones"
             )
-        saved = RunDirectory.open(path).raw_config()
         done = max((r["env_steps"] for r in read_jsonl(path / "metrics.jsonl")), default=0)
         if done >= env_steps:
             print(f"{path.name}: {done:,} env steps already, skipped", flush=True)
-            return
-        planned = saved["run"]["total_env_steps"]
-        if budget_scheduled(saved) and planned != env_steps:
-            raise SystemExit(
-                f"{path.name}: its schedules (algorithm.lr_decay, algorithm.clip_anneal) are "
-                f"spread over its budget of {planned:,} env steps, and another budget would "
-                f"change them mid-run; continue it with --env-steps {planned}, or run another "
-                f"seed to {env_steps:,}"
-            )
+            return path
         print(f"{path.name}: resuming at {done:,} env steps", flush=True)
         rayrl.train(resume=path, overrides=budget)
-        return
+        return path
+    if (kept := RECORDS / f"{path.name}.json").is_file():
+        raise SystemExit(
+            f"{kept} keeps a run named {path.name} whose directory is not "
+            f"under {runs}, and a fresh run would replace its record: give --runs the "
+            "directory that holds it to continue it, or another seed"
+        )
     runs.mkdir(parents=True, exist_ok=True)
     variant_file(path).write_text(json.dumps(overrides) + "\n")
     rayrl.train(
@@ -260,6 +276,7 @@ def train(
             *budget,
         ],
     )
+    return path
 
 
 def final_file(path: Path) -> Path:
@@ -662,8 +679,7 @@ def main() -> None:
         for game in args.games:
             for seed in args.seeds:
                 start = time.monotonic()
-                train(args.runs, variant, args.overrides, game, seed, args.env_steps)
-                path = args.runs / run_name(variant, game, seed)
+                path = train(args.runs, variant, args.overrides, game, seed, args.env_steps)
                 evaluate_final(path)
                 write_record(path)
                 print(f"{variant} {game} seed {seed}: {time.monotonic() - start:.0f} s")

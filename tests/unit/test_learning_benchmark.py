@@ -235,3 +235,45 @@ def test_every_minatar_game_has_the_papers_figure_beside_it(learning):
     value, source, _ = learning.published("sac", "Breakout")
     assert math.isnan(value)
     assert source == "-"
+
+
+def test_a_run_whose_schedules_span_its_budget_is_named_by_it(learning, tmp_path):
+    """minatar_impala decays its learning rate over the budget, so one seed's runs to 1M and
+    to 5M are two runs with two names (and two records); minatar_ppo's is one run,
+    continued."""
+    runs = tmp_path / "runs"
+    impala = [
+        learning.run_path(runs, "minatar_impala", [], "Breakout", 0, b).name
+        for b in (1_000_000, 5_000_000)
+    ]
+    assert impala == ["minatar_impala-Breakout-s0-1000000", "minatar_impala-Breakout-s0-5000000"]
+    ppo = learning.run_path(runs, "minatar_ppo", [], "Breakout", 0, 5_000_000).name
+    assert ppo == "minatar_ppo-Breakout-s0"
+    decayed = learning.run_path(
+        runs, "minatar_ppo+decay", ["algorithm.lr_decay=true"], "Breakout", 0, 5_000_000
+    )
+    assert decayed.name == "minatar_ppo+decay-Breakout-s0-5000000"
+    parsed = learning.RUN_NAME.fullmatch(impala[1])
+    assert (parsed["variant"], parsed["game"], parsed["seed"]) == (
+        "minatar_impala",
+        "Breakout",
+        "0",
+    )
+    assert learning.RUN_NAME.fullmatch(ppo)
+
+
+def test_a_fresh_run_never_replaces_a_kept_record(learning, tmp_path, monkeypatch):
+    """A record whose run directory is elsewhere (another machine ran it) would be
+    overwritten by a fresh run of the same name: that run is refused before it starts."""
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "minatar_ppo-Breakout-s0.json").write_text("{}")
+    monkeypatch.setattr(learning, "RECORDS", records)
+    started = []
+    monkeypatch.setattr(learning.rayrl, "train", lambda *a, **k: started.append(a))
+    with pytest.raises(SystemExit, match="keeps a run named minatar_ppo-Breakout-s0 whose"):
+        learning.train(tmp_path / "runs", "minatar_ppo", [], "Breakout", 0, 5_000_000)
+    assert started == []
+    assert (records / "minatar_ppo-Breakout-s0.json").read_text() == "{}"
+    learning.train(tmp_path / "runs", "minatar_ppo", [], "Breakout", 1, 1_000_000)
+    assert len(started) == 1  # another seed starts
