@@ -57,3 +57,35 @@ def test_the_ray_is_this_machine_alone_when_every_node_is_at_the_drivers_address
     monkeypatch.setattr(launch, "autoscaler_node_types", lambda: autoscaler)
     expected = len(os.sched_getaffinity(0)) if alone else None
     assert launch.cores_if_alone() == expected
+
+
+def test_a_local_ray_that_did_not_start_in_time_ends_the_run_with_one_line(monkeypatch):
+    """Ray's bare startup-timeout `Exception` (its raylet did not register within 30 s, on a
+    machine too busy) becomes a `UserError` that says so and what to do; any other error
+    of `ray.init` stays what it is (a bug to see with its traceback)."""
+    from rayrl.errors import UserError
+    from rayrl.presets import load_config
+
+    def timed_out(**kwargs):
+        raise Exception(  # what ray._private.node raises
+            "The current node timed out during startup. This could happen because some of "
+            "the raylet failed to startup or the GCS has become overloaded."
+        )
+
+    monkeypatch.setattr(launch.ray, "is_initialized", lambda: False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(launch, "_init_keeping_sigterm_handler", timed_out)
+    with pytest.raises(UserError) as error:
+        launch.connect(load_config("cartpole_ppo"), None)
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("the local Ray did not start: its raylet did not register")
+    assert "nothing was trained" in message
+    assert "--address" in message
+
+    def broken(**kwargs):
+        raise RuntimeError("something else")
+
+    monkeypatch.setattr(launch, "_init_keeping_sigterm_handler", broken)
+    with pytest.raises(RuntimeError, match="something else"):
+        launch.connect(load_config("cartpole_ppo"), None)
