@@ -260,7 +260,8 @@ def train(
         raise SystemExit(
             f"{kept} keeps a run named {path.name} whose directory is not "
             f"under {runs}, and a fresh run would replace its record: give --runs the "
-            "directory that holds it to continue it, or another seed"
+            "directory that holds it to continue it, another seed, or, to run it again "
+            "on purpose, delete that record first"
         )
     runs.mkdir(parents=True, exist_ok=True)
     variant_file(path).write_text(json.dumps(overrides) + "\n")
