@@ -142,7 +142,7 @@ not registered its raylet within 30 s, a limit fixed in Ray's code (`ray._privat
 def local_start_timed_out(cores: int) -> str:
     """The one line a run ends with when its local Ray did not start in time. Ray raises a
     bare `Exception`, shown with its traceback; on a user's machine it means the machine was
-    too busy to start Ray's processes within Ray's 30 s (two busy loops per core, as
+    too busy to start Ray's processes within Ray's 30 s (two busy loops on 2 cores, as
     `bench/loaded_ci.sh` makes, did not do it; two other Ray runs beside the test suite on 2
     cores, a load average of 17-26, did), which the user can act on: a `UserError`."""
     load = os.getloadavg()[0]
