@@ -87,6 +87,10 @@ error of a single seed's figure)."""
 SETTINGS = ("env", "algorithm", "learner", "workers")
 """The config sections that make a run what it learns (`run.*` is its seed, budget and
 paths): a record keeps them, so that a row whose preset has changed since is caught."""
+SPEED_ONLY = frozenset({"learner.compile_optimizer"})
+"""Settings that change how fast a run trains, not what it learns (the compiled RMSprop
+step is the eager one's arithmetic): a run or preset that changes one still trains what
+its record's row names."""
 NOTES = ROOT / "bench" / "learning_notes.md"
 """The hand-written reading of the table (targets met or missed, by how much, and why),
 placed under it in docs/learning.md."""
@@ -354,7 +358,7 @@ def stale_settings(record: dict) -> list[str]:
     """Where the run of `record` was trained otherwise than its preset and overrides train
     now ("learner.lr: 0.0005, now 0.002"): its label would then misname it. A field added
     to the config since the run counts at its default, which is what the run had: a preset
-    that now sets it otherwise has changed."""
+    that now sets it otherwise has changed. `SPEED_ONLY` settings are not compared."""
     if "settings" not in record:
         raise SystemExit(
             f"bench/learning_records/{record['run']}.json keeps no settings (it predates them): "
@@ -370,7 +374,7 @@ def stale_settings(record: dict) -> list[str]:
     return [
         f"{key}: {then!r}, now {now.get(key)!r}"
         for key, then in sorted(recorded.items())
-        if now.get(key) != then
+        if now.get(key) != then and key not in SPEED_ONLY
     ]
 
 

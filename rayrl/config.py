@@ -212,6 +212,14 @@ class LearnerConfig:
     rmsprop_centered: bool = False
     """RMSprop: normalise by the gradient's estimated variance instead of its second moment
     (the MinAtar paper's DQN uses it)."""
+    compile_optimizer: bool = False
+    """RMSprop: compile its step with torch.compile, one fused loop over each parameter
+    instead of torch's pass per operation: on this 2-core CPU the MinAtar DQN learner's
+    step took 0.31 ms against 0.61 ms, and its updates ran 1.13-1.25x as fast (interleaved,
+    in one process; 2026-12-02). The first update pays
+    for the compile (10-25 s; a C++ compiler on a CPU, Triton on a GPU); where compiling
+    fails, the learner says so in one line and steps eagerly. Adam's step is torch's fused
+    kernel already."""
     max_grad_norm: float | None = bounded(10.0, gt=0.0)
     """Clip the global gradient norm to this value; None disables clipping."""
     max_nonfinite_steps: int = bounded(10, ge=1)
@@ -482,6 +490,12 @@ def check_config(config: Config) -> None:
         raise ConfigError(
             f"learner.num_learners={config.learner.num_learners} needs the Ray runtime "
             "(run.runtime=ray); the local runtime has one learner"
+        )
+    if config.learner.compile_optimizer and config.learner.optimizer != "rmsprop":
+        raise ConfigError(
+            "learner.compile_optimizer=true compiles RMSprop's step, and learner.optimizer="
+            f"{config.learner.optimizer!r} steps with torch's fused kernel already: set "
+            "learner.optimizer=rmsprop, or learner.compile_optimizer=false"
         )
     config.algorithm.check(config)
 

@@ -132,7 +132,8 @@ class ImpalaLearner(TorchLearner):
             parts = self.loss(batch)
             parts["grad_norm"] = self.step(parts["loss"], self.optimizer, self.network.parameters())
             passes.append(torch.stack(list(parts.values())).detach())
-        lr = self.scheduler.get_last_lr()[0]  # the rate this update used
+        # the rate this update used (a tensor when the step is compiled)
+        lr = float(self.scheduler.get_last_lr()[0])
         self.scheduler.step()
         lag = policy_lag(batch, self.updates)
         self.updates += 1

@@ -307,7 +307,8 @@ class PPOLearner(TorchLearner):
                 parts = {**vars(loss), "grad_norm": grad_norm}
                 for name, value in parts.items():
                     metrics.setdefault(name, []).append(value.detach())
-        lr = self.scheduler.get_last_lr()[0]  # the rate this update used
+        # the rate this update used (a tensor when the step is compiled)
+        lr = float(self.scheduler.get_last_lr()[0])
         self.scheduler.step()
         lag = policy_lag(batch, self.updates)
         self.updates += 1

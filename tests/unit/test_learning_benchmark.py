@@ -193,6 +193,21 @@ def test_a_record_whose_preset_changed_since_is_refused(learning, tmp_path, monk
     assert learning.stale_settings(run)[0].startswith("algorithm.steps_per_chunk: ")
 
 
+def test_a_setting_of_speed_alone_leaves_a_record_what_it_was(learning):
+    """A run with `learner.compile_optimizer` (the same arithmetic, faster) still names its
+    preset's row; a change of what it learns does not."""
+    from rayrl.config import config_to_dict
+    from rayrl.presets import load_config
+
+    run = record(learning)
+    trained = load_config("minatar_dqn", ["env.id=MinAtar/Breakout-v1"])
+    run["settings"] = json.loads(json.dumps(learning.settings(config_to_dict(trained))))
+    run["settings"]["learner.compile_optimizer"] = True
+    assert learning.stale_settings(run) == []
+    run["settings"]["learner.rmsprop_centered"] = False
+    assert learning.stale_settings(run) == ["learner.rmsprop_centered: False, now True"]
+
+
 def test_a_record_without_settings_is_named(learning):
     run = record(learning)
     with pytest.raises(
