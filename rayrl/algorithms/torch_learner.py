@@ -214,8 +214,8 @@ class TorchLearner(ABC):
                     base * factor(part.last_epoch)
                     for base, factor in zip(part.base_lrs, part.lr_lambdas, strict=True)
                 ]
-                for group, value in zip(part.optimizer.param_groups, scheduled, strict=True):
-                    set_group_value(group, "lr", value)
+                for group, now in zip(part.optimizer.param_groups, scheduled, strict=True):
+                    set_group_value(group, "lr", float(now))
                 part._last_lr = scheduled  # what get_last_lr() reports until the next step
 
 
