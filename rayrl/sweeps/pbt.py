@@ -1,4 +1,5 @@
-"""Ray Tune's population-based training, its synchronous mode kept from waiting for ever.
+"""Ray Tune's population-based training, its synchronous mode kept from waiting for ever
+and from ending a trial it has just copied into.
 
 Synchronous PBT (`scheduler.synch`) pauses each trial at a perturbation until every live
 trial has reached it, and then runs only the trials below the next one. In Ray 2.60 it
@@ -13,6 +14,15 @@ bookkeeping of its own):
   those reports, where every trial already is, so none is below it to run. Here the next
   perturbation then moves an interval past the trials.
 
+It also ends a trial at its first result after a copy. Tune pauses the first trial to reach
+a perturbation with a save; when the last one's result comes while that save is still in
+flight, PBT copies a better trial into the saving one and stops it, and Tune's stop, seeing
+a save in flight, caches a STOP decision for when the save resolves, then discards the
+save. The STOP stays, and the trial's next save (its first evaluation after the copy)
+carries it out: the trial ends there, its run cut off. Here that stale decision is dropped
+when the copy is made, and the trial is paused with the copied checkpoint, as Ray means it
+to be.
+
 Asynchronous PBT (the default) is Ray's, unchanged.
 """
 
@@ -21,12 +31,12 @@ from __future__ import annotations
 from typing import Any
 
 from ray.tune.experiment import Trial
-from ray.tune.schedulers import PopulationBasedTraining
+from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
 
 
 class SweepPBT(PopulationBasedTraining):
-    """`PopulationBasedTraining` that never waits for a trial that cannot come (see the
-    module docstring)."""
+    """`PopulationBasedTraining` that never waits for a trial that cannot come, nor ends one
+    it copied into while it saved (see the module docstring)."""
 
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         if self._synch:
@@ -54,6 +64,19 @@ class SweepPBT(PopulationBasedTraining):
             self._next_perturbation_sync = int(latest + self._perturbation_interval)
             chosen = super().choose_trial_to_run(tune_controller)
         return chosen
+
+    def _exploit(self, tune_controller: Any, trial: Trial, trial_to_clone: Trial) -> None:
+        """Ray's copy, then the stale STOP of a trial it stopped while it saved dropped
+        (Tune's `_cached_trial_decisions`, private in Ray 2.60: should a later Ray rename
+        it, nothing is dropped)."""
+        stopped_while_saving = trial.status == Trial.RUNNING and trial.is_saving
+        super()._exploit(tune_controller, trial, trial_to_clone)
+        if stopped_while_saving and trial.status == Trial.PAUSED:
+            # (the scheduler is handed a wrapper of Tune's controller)
+            controller = getattr(tune_controller, "_tune_controller", tune_controller)
+            cached = getattr(controller, "_cached_trial_decisions", {})
+            if cached.get(trial.trial_id) == TrialScheduler.STOP:
+                del cached[trial.trial_id]
 
     def _stop_waiting_for_ended(self, tune_controller: Any) -> None:
         """Put the clock of every trial that ended (failed or done) at the next

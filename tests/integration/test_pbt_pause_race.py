@@ -1,0 +1,79 @@
+"""Synchronous PBT when the last trial reaches a perturbation while the first one's pause is
+still saving (see `rayrl.sweeps.pbt`): real Tune and real trial actors, class trainables
+whose pause waits for the other trial's report, so that the race is run every time. Ray's
+scheduler ends the copied trial at its first result after the copy; `SweepPBT` lets it run
+to the end."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ray import tune
+from ray.tune.schedulers import PopulationBasedTraining
+
+from rayrl.sweeps.pbt import SweepPBT
+
+INTERVAL = 200
+END = 400
+
+
+class Trainable(tune.Trainable):
+    """Steps of 100 env steps scoring `config["score"]`. The trial with `config["waits"]`
+    steps fast, and its save at the perturbation lasts until the other trial has reported
+    there (its marker file, written a second before it reports)."""
+
+    def setup(self, config):
+        self.env_steps = 0
+        self.marker = Path(config["marker"])
+
+    def step(self):
+        self.env_steps += 100
+        if not self.config["waits"]:
+            time.sleep(0.2)
+            if self.env_steps == INTERVAL:
+                self.marker.touch()
+                time.sleep(1.0)
+        return {"env_steps": self.env_steps, "score": self.config["score"]}
+
+    def save_checkpoint(self, checkpoint_dir):
+        if self.config["waits"] and self.env_steps == INTERVAL:
+            while not self.marker.exists():
+                time.sleep(0.05)
+            time.sleep(3.0)  # the other trial's result is processed meanwhile
+        return {"env_steps": self.env_steps}
+
+    def load_checkpoint(self, checkpoint):
+        self.env_steps = checkpoint["env_steps"]
+
+
+def run_population(kind: type[PopulationBasedTraining], folder: Path) -> list[int]:
+    """Two trials, the worse one first at the perturbation; the env steps each ended at."""
+    scheduler = kind(
+        time_attr="env_steps",
+        perturbation_interval=INTERVAL,
+        hyperparam_mutations={"score": [0.0, 1.0]},
+        quantile_fraction=0.5,
+        resample_probability=0.0,
+        synch=True,
+    )
+    marker = str(folder / "reported")
+    worse = {"score": 0.0, "waits": True, "marker": marker}
+    better = {"score": 1.0, "waits": False, "marker": marker}
+    tuner = tune.Tuner(
+        Trainable,
+        param_space=tune.grid_search([worse, better]),  # (the whole config, per trial)
+        tune_config=tune.TuneConfig(metric="score", mode="max", scheduler=scheduler),
+        run_config=tune.RunConfig(
+            storage_path=str(folder),
+            stop={"env_steps": END},
+            verbose=0,
+            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1),
+        ),
+    )
+    return sorted(int(result.metrics["env_steps"]) for result in tuner.fit())
+
+
+def test_a_trial_copied_into_while_it_saves_runs_to_the_end(ray_cluster, tmp_path):
+    assert run_population(PopulationBasedTraining, tmp_path / "ray") == [INTERVAL + 100, END]
+    assert run_population(SweepPBT, tmp_path / "rayrl") == [END, END]
