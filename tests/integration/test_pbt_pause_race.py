@@ -19,32 +19,40 @@ END = 400
 
 
 class Trainable(tune.Trainable):
-    """Steps of 100 env steps scoring `config["score"]`. The trial with `config["waits"]`
-    steps fast, and its save at the perturbation lasts until the other trial has reported
-    there (its marker file, written a second before it reports)."""
+    """Steps of 100 env steps scoring `config["score"]`. The trial that `config["waits"]`
+    reaches the perturbation first, since the other one reports there only once the first
+    one's pause has begun to save (a marker file); that save lasts until the other one has
+    reported, and 3 s more, while Tune takes in the report."""
 
     def setup(self, config):
         self.env_steps = 0
-        self.marker = Path(config["marker"])
+        self.saving = Path(config["folder"]) / "saving"
+        self.reported = Path(config["folder"]) / "reported"
 
     def step(self):
         self.env_steps += 100
-        if not self.config["waits"]:
-            time.sleep(0.2)
-            if self.env_steps == INTERVAL:
-                self.marker.touch()
-                time.sleep(1.0)
+        if not self.config["waits"] and self.env_steps == INTERVAL:
+            wait_for_file(self.saving)
+            self.reported.touch()
         return {"env_steps": self.env_steps, "score": self.config["score"]}
 
     def save_checkpoint(self, checkpoint_dir):
         if self.config["waits"] and self.env_steps == INTERVAL:
-            while not self.marker.exists():
-                time.sleep(0.05)
-            time.sleep(3.0)  # the other trial's result is processed meanwhile
+            self.saving.touch()
+            wait_for_file(self.reported)
+            time.sleep(3.0)
         return {"env_steps": self.env_steps}
 
     def load_checkpoint(self, checkpoint):
         self.env_steps = checkpoint["env_steps"]
+
+
+def wait_for_file(path: Path, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} did not appear in {timeout_s:.0f} s")
+        time.sleep(0.05)
 
 
 def run_population(kind: type[PopulationBasedTraining], folder: Path) -> list[int]:
@@ -57,9 +65,9 @@ def run_population(kind: type[PopulationBasedTraining], folder: Path) -> list[in
         resample_probability=0.0,
         synch=True,
     )
-    marker = str(folder / "reported")
-    worse = {"score": 0.0, "waits": True, "marker": marker}
-    better = {"score": 1.0, "waits": False, "marker": marker}
+    folder.mkdir()
+    worse = {"score": 0.0, "waits": True, "folder": str(folder)}
+    better = {"score": 1.0, "waits": False, "folder": str(folder)}
     tuner = tune.Tuner(
         Trainable,
         param_space=tune.grid_search([worse, better]),  # (the whole config, per trial)
