@@ -90,8 +90,10 @@ class TorchLearner(ABC):
         optimizer = build_optimizer(parameters, self.settings, rate)
         self._configured_rates.append((optimizer, rate))
         compiled = self.settings.compile_optimizer
+        # `optimizer.step` looked up at each call: a schedule built later wraps it to count
+        # the steps (and warns, wrongly, when the step it counts is not the one taken)
         self._optimizer_steps[id(optimizer)] = (
-            CompiledStep(optimizer) if compiled else optimizer.step
+            CompiledStep(optimizer) if compiled else lambda: optimizer.step()
         )
         return optimizer
 
@@ -290,8 +292,7 @@ class CompiledStep:
     def __init__(self, optimizer: torch.optim.Optimizer) -> None:
         quiet_ignored_profiler_span()
         self.optimizer = optimizer
-        # `optimizer.step` looked up at each call: a schedule built later wraps it to count
-        # the steps (and warns when it sees none)
+        # (`optimizer.step` looked up at each call, as in `TorchLearner.make_optimizer`)
         self._step: Callable[[], object] = torch.compile(self._eager_step)
         self.compiled = True
         """False once compiling failed and the step is the eager one."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 
 import pytest
 import torch
@@ -128,8 +129,24 @@ def test_a_compiled_step_is_torchs_step_and_a_schedule_does_not_recompile_it():
     step_both(learner, reference, reference_step, steps=6, seed=3, schedules=schedules)
 
     assert counters["stats"]["unique_graphs"] - compiles_before == 1
+    assert learner.optimizer._opt_called  # the schedule counted the compiled steps
     assert learner._optimizer_steps[id(learner.optimizer)].compiled
     assert float(learner.optimizer.param_groups[0]["lr"]) == pytest.approx(0.01 * 2 / 8)
+
+
+def test_a_schedule_counts_the_steps_the_learner_takes():
+    """A schedule built after its optimizer (IMPALA's and PPO's decay) counts the learner's
+    steps (the compiled step: in the test above). torch warns that the schedule stepped
+    before the optimizer when the step taken is not the `optimizer.step` it wrapped."""
+    learner, _ = compiled_rmsprop("learner.compile_optimizer=false")
+    schedule = linear_decay(learner.optimizer, 8, enabled=True)
+    network = learner.online
+    loss = network(torch.randn(16, 4)).pow(2).mean()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        learner.step(loss, learner.optimizer, network.parameters())
+        schedule.step()
+    assert learner.optimizer._opt_called
 
 
 @pytest.mark.parametrize("saved_by", ["compiled", "eager"])
