@@ -1,6 +1,6 @@
 """Synchronous PBT when the last trial reaches a perturbation while the first one's pause is
 still saving (see `rayrl.sweeps.pbt`): real Tune and real trial actors, class trainables
-whose pause waits for the other trial's report, so that the race is run every time. Ray's
+whose pause saves until the copy is made, so that the race is run every time. Ray's
 scheduler ends the copied trial at its first result after the copy; `SweepPBT` lets it run
 to the end."""
 
@@ -20,31 +20,41 @@ END = 400
 
 class Trainable(tune.Trainable):
     """Steps of 100 env steps scoring `config["score"]`. The trial that `config["waits"]`
-    reaches the perturbation first, since the other one reports there only once the first
-    one's pause has begun to save (a marker file); that save lasts until the other one has
-    reported, and 3 s more, while Tune takes in the report."""
+    reaches the perturbation first: the other one reports there only once the first one's
+    pause has begun to save (a marker file), and that save lasts until Tune has taken in
+    the other one's report, and so made the copy (`Exploited`'s marker)."""
 
     def setup(self, config):
         self.env_steps = 0
         self.saving = Path(config["folder"]) / "saving"
-        self.reported = Path(config["folder"]) / "reported"
+        self.exploited = Path(config["folder"]) / "exploited"
 
     def step(self):
         self.env_steps += 100
         if not self.config["waits"] and self.env_steps == INTERVAL:
             wait_for_file(self.saving)
-            self.reported.touch()
         return {"env_steps": self.env_steps, "score": self.config["score"]}
 
     def save_checkpoint(self, checkpoint_dir):
         if self.config["waits"] and self.env_steps == INTERVAL:
             self.saving.touch()
-            wait_for_file(self.reported)
-            time.sleep(3.0)
+            wait_for_file(self.exploited)
         return {"env_steps": self.env_steps}
 
     def load_checkpoint(self, checkpoint):
         self.env_steps = checkpoint["env_steps"]
+
+
+class Exploited(tune.Callback):
+    """Marks the better trial's report at the perturbation once Tune has handed it to the
+    scheduler, which made the copy then (Tune calls its callbacks after its scheduler)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.marker = folder / "exploited"
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if not trial.config["waits"] and result["env_steps"] == INTERVAL:
+            self.marker.touch()
 
 
 def wait_for_file(path: Path, timeout_s: float = 120.0) -> None:
@@ -76,6 +86,7 @@ def run_population(kind: type[PopulationBasedTraining], folder: Path) -> list[in
             storage_path=str(folder),
             stop={"env_steps": END},
             verbose=0,
+            callbacks=[Exploited(folder)],
             checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1),
         ),
     )
