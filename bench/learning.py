@@ -222,10 +222,14 @@ def preset_of(variant: str) -> str:
 
 
 def budget_scheduled(config: dict) -> bool:
-    """Whether the run's schedules (learning rate, PPO's clip range) are spread over its
-    budget, so that the run is only the run of that budget at its end."""
+    """Whether the run's schedules (learning rate, PPO's clip range and entropy bonus) are
+    spread over its budget, so that the run is only the run of that budget at its end."""
     algorithm = config["algorithm"]
-    return bool(algorithm.get("lr_decay") or algorithm.get("clip_anneal"))
+    return bool(
+        algorithm.get("lr_decay")
+        or algorithm.get("clip_anneal")
+        or algorithm.get("entropy_coef_final") is not None
+    )
 
 
 def run_path(

@@ -6,8 +6,8 @@ computes values with the network as it is, then GAE advantages (Schulman et al. 
 truncated episodes bootstrap from their true final observation's value, terminated ones do
 not), and runs `epochs` passes of `num_minibatches` minibatches of the clipped surrogate,
 optionally clipped value loss, and entropy bonus, with per-minibatch advantage
-normalisation, gradient-norm clipping, and linear annealing of the learning rate and of
-the clip range over the run.
+normalisation, gradient-norm clipping, and linear annealing of the learning rate, of the
+clip range and of the entropy bonus over the run.
 
 Unrolls may have been acted by weights a few versions older than the learner's
 (`max_policy_lag`): the objective is decoupled PPO's (Hilton et al. 2021, "Batch
@@ -80,7 +80,12 @@ class PPOConfig(OnPolicyConfig):
     value_coef: float = bounded(0.5, ge=0.0)
     """Weight of the value loss."""
     entropy_coef: float = bounded(0.0, ge=0.0)
-    """Weight of the entropy bonus."""
+    """Weight of the entropy bonus (at the start of the run when `entropy_coef_final` is
+    set)."""
+    entropy_coef_final: float | None = bounded(None, ge=0.0)
+    """Move the entropy bonus's weight linearly from `entropy_coef` to this over
+    `run.total_env_steps`: a larger bonus early keeps a policy exploring while it has not
+    found what pays, a smaller one late lets it commit. None keeps `entropy_coef`."""
     lr_decay: bool = True
     """Anneal the learning rate linearly to 0 over `run.total_env_steps`."""
     max_behaviour_weight: float = bounded(2.0, gt=0.0)
@@ -236,9 +241,23 @@ class PPOLearner(TorchLearner):
     @property
     def clip(self) -> float:
         """The clip range now (annealed with the updates when `clip_anneal`)."""
-        if not self.algo.clip_anneal:
-            return self.algo.clip_coef
-        return self.algo.clip_coef * max(0.0, 1.0 - self.updates / self.total_updates)
+        final = 0.0 if self.algo.clip_anneal else self.algo.clip_coef
+        return self.annealed(self.algo.clip_coef, final)
+
+    @property
+    def entropy_coef(self) -> float:
+        """The entropy bonus's weight now (annealed with the updates when
+        `entropy_coef_final` is set)."""
+        final = self.algo.entropy_coef_final
+        return self.annealed(
+            self.algo.entropy_coef, self.algo.entropy_coef if final is None else final
+        )
+
+    def annealed(self, start: float, final: float) -> float:
+        """A setting moved linearly from `start` to `final` over the run's planned updates,
+        at the update the learner takes next (`final` from the last one on)."""
+        progress = min(1.0, self.updates / self.total_updates)
+        return start + (final - start) * progress
 
     def targets(self, batch: Unrolls) -> PPOTargets:
         """Advantages, returns and the policy's log-probabilities with the network as it is
@@ -272,7 +291,7 @@ class PPOLearner(TorchLearner):
             "old_values": start.values,
         }
         sequences = self.sequences(batch, columns)
-        count, clip = len(sequences.obs), self.clip
+        count, clip, entropy_coef = len(sequences.obs), self.clip, self.entropy_coef
         metrics: dict[str, list[torch.Tensor]] = {}
         for _ in range(algo.epochs):
             order = torch.randperm(count, generator=self.shuffle).to(self.device)
@@ -300,7 +319,7 @@ class PPOLearner(TorchLearner):
                     clip=clip,
                     value_clip=algo.value_clip,
                     value_coef=algo.value_coef,
-                    entropy_coef=algo.entropy_coef,
+                    entropy_coef=entropy_coef,
                     normalize=algo.normalize_advantages,
                 )
                 grad_norm = self.step(loss.loss, self.optimizer, self.network.parameters())
@@ -321,6 +340,7 @@ class PPOLearner(TorchLearner):
         result["learner/behaviour_weight"] = float(weights.mean())
         result["learner/lr"] = lr
         result["learner/clip"] = clip
+        result["learner/entropy_coef"] = entropy_coef
         result["learner/policy_lag"] = lag
         return UpdateResult(metrics=result)
 

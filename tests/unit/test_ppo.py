@@ -236,6 +236,56 @@ def test_learning_rate_and_clip_range_anneal_linearly(cartpole):
     assert learner.scheduler.get_last_lr()[0] == pytest.approx(1e-3 * (1 - 1 / total))
 
 
+def test_the_entropy_bonus_moves_linearly_to_its_final_weight(cartpole):
+    config, spec = cartpole
+    assert config.algorithm.entropy_coef_final is None
+    constant = learner_for(config, spec)
+    batch = one_state_batch(np.zeros((8, 32), dtype=np.int64), np.zeros(4, np.float32))
+    assert constant.update(batch).metrics["learner/entropy_coef"] == config.algorithm.entropy_coef
+    assert constant.entropy_coef == config.algorithm.entropy_coef
+
+    algorithm = replace(config.algorithm, entropy_coef=0.02, entropy_coef_final=0.01)
+    learner = learner_for(replace(config, algorithm=algorithm), spec)
+    total = learner.total_updates
+    assert learner.update(batch).metrics["learner/entropy_coef"] == pytest.approx(0.02)
+    assert learner.entropy_coef == pytest.approx(0.02 - 0.01 / total)
+    learner.updates = total // 2
+    assert learner.entropy_coef == pytest.approx(0.02 - 0.01 * (total // 2) / total)
+    learner.updates = total + 5  # a run continued past its budget keeps the final weight
+    assert learner.entropy_coef == pytest.approx(0.01)
+
+
+def test_the_loss_weighs_the_entropy_by_the_annealed_weight(cartpole):
+    """Halfway through the run, bonuses annealed from 0.02 and from 0.01 to 0 weigh 0.01
+    and 0.005: with one minibatch step on one batch from one seed, everything else in the
+    two losses is equal, so they differ by 0.005 x the entropy."""
+    config, spec = cartpole
+    batch = one_state_batch(np.zeros((8, 32), dtype=np.int64), np.zeros(4, np.float32))
+    metrics = []
+    for start in (0.02, 0.01):
+        algorithm = replace(
+            config.algorithm,
+            entropy_coef=start,
+            entropy_coef_final=0.0,
+            epochs=1,
+            num_minibatches=1,
+        )
+        learner = learner_for(replace(config, algorithm=algorithm), spec)
+        learner.updates = learner.total_updates // 2
+        metrics.append(learner.update(batch).metrics)
+    larger, smaller = metrics
+    half = (learner.total_updates // 2) / learner.total_updates
+    assert larger["learner/entropy_coef"] == pytest.approx(0.02 * (1 - half))
+    assert larger["learner/entropy"] == pytest.approx(smaller["learner/entropy"])
+    gap = smaller["learner/loss"] - larger["learner/loss"]
+    assert gap == pytest.approx(0.01 * (1 - half) * larger["learner/entropy"], rel=1e-4)
+
+
+def test_an_entropy_weight_below_zero_is_refused():
+    with pytest.raises(ConfigError, match="entropy_coef_final"):
+        load_config("cartpole_ppo", ["algorithm.entropy_coef_final=-0.01"])
+
+
 def test_state_round_trips_through_a_checkpoint(cartpole):
     config, spec = cartpole
     learner = learner_for(config, spec)
@@ -244,6 +294,7 @@ def test_state_round_trips_through_a_checkpoint(cartpole):
     restored.load_state_dict(learner.state_dict())
     assert restored.updates == 1
     assert restored.clip == learner.clip
+    assert restored.entropy_coef == learner.entropy_coef
     assert restored.scheduler.get_last_lr() == learner.scheduler.get_last_lr()
     for key, value in learner.get_weights().weights.items():
         np.testing.assert_array_equal(restored.get_weights().weights[key], value)
