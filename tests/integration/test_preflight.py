@@ -27,6 +27,7 @@ import yaml
 from click.testing import CliRunner
 from ray._raylet import GcsClient
 from ray.core.generated import autoscaler_pb2
+from ray.core.generated.gcs_pb2 import GcsNodeInfo
 
 import rayrl
 from rayrl.cli import main
@@ -208,6 +209,9 @@ def cluster_yaml_on_its_head(tmp_path) -> Path:
     return path
 
 
+ALIVE = GcsNodeInfo.GcsNodeState.ALIVE
+
+
 def head_env() -> dict[str, str]:
     """The CLI environment, without token authentication (which Ray turns on by itself when
     a token is saved, as the job-submission tests leave one in ~/.ray)."""
@@ -231,16 +235,23 @@ def head_with_an_autoscaler():
     )
     address = f"127.0.0.1:{ports['--port']}"
     try:
-        deadline = time.monotonic() + 90
+        # up means the head's raylet has registered, not only its GCS: `ray start` starts
+        # the raylet after the GCS and its other processes (26 s later beside two
+        # benchmark runs), and a driver that connects first waits for it for at most
+        # 60 s (Ray's `get_node_to_connect_for_driver`) and then fails with "Failed to
+        # connect to Ray cluster"
+        deadline = time.monotonic() + 180
         while True:
             assert head.poll() is None, (Path(temp_dir) / "ray-start.log").read_text()
             try:
                 client = GcsClient(address=address)
-                client.get_cluster_status(timeout_s=5)
+                alive = client.get_all_node_info(timeout=5, state_filter=ALIVE)
+            except Exception:  # the GCS is not up yet
+                alive = {}
+            if alive:
                 break
-            except Exception:  # not up yet
-                assert time.monotonic() < deadline, "the head's GCS never came up"
-                time.sleep(1)
+            assert time.monotonic() < deadline, "the head's raylet never registered"
+            time.sleep(1)
         state = autoscaler_pb2.AutoscalingState(autoscaler_state_version=1)
         client.report_autoscaling_state(state.SerializeToString())
         yield address
