@@ -268,6 +268,9 @@ def test_a_run_whose_schedules_span_its_budget_is_named_by_it(learning, tmp_path
         runs, "minatar_ppo+decay", ["algorithm.lr_decay=true"], "Breakout", 0, 5_000_000
     )
     assert decayed.name == "minatar_ppo+decay-Breakout-s0-5000000"
+    entropy = ["algorithm.entropy_coef=0.02", "algorithm.entropy_coef_final=0.01"]
+    annealed = learning.run_path(runs, "minatar_ppo+ent", entropy, "Breakout", 0, 1_000_000)
+    assert annealed.name == "minatar_ppo+ent-Breakout-s0-1000000"
     parsed = learning.RUN_NAME.fullmatch(impala[1])
     assert (parsed["variant"], parsed["game"], parsed["seed"]) == (
         "minatar_impala",
