@@ -31,7 +31,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 import numpy as np
 
 from rayrl.config import AlgorithmConfig, Config, LearnerConfig, RunConfig
-from rayrl.core import StepBatch, StoreStats, TransitionBatch, Unrolls
+from rayrl.core import SamplingPace, StepBatch, StoreStats, TransitionBatch, Unrolls
 from rayrl.envs.spec import EnvSpec
 from rayrl.normalization import NormalizingLearner, NormalizingPolicy
 from rayrl.roles import Learner as Learner  # the two roles, part of the contract
@@ -204,6 +204,11 @@ class Family(Protocol[C_contra, S, K, B_co]):
     def times_learned_from(self, algo: C_contra) -> float:
         """How many batches an item is in, on average (replay's samples per insert; 1 for
         unrolls, which one update learns from)."""
+        ...
+
+    def sampling_pace(self, config: Config) -> SamplingPace | None:
+        """How far the Ray runtime's workers may sample ahead of the learner; None: as far as
+        the store's capacity or rate limit lets them."""
         ...
 
 

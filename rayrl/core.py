@@ -298,6 +298,22 @@ class EvalResult:
         }
 
 
+@dataclass(frozen=True)
+class SamplingPace:
+    """How far the Ray runtime's workers may sample ahead of the learner (an on-policy run's
+    `algorithm.sample_ahead_updates`): unrolls for at most `updates_ahead` updates beyond the
+    one the learner works on, each update learning from `env_steps_per_update` env steps."""
+
+    env_steps_per_update: int
+    updates_ahead: int
+
+    @property
+    def lead_env_steps(self) -> int:
+        """Env steps the workers may have sampled beyond what the published weights learned
+        from: the update under way and the ones ahead of it."""
+        return (self.updates_ahead + 1) * self.env_steps_per_update
+
+
 @dataclass
 class StoreStats:
     """What an experience store reports: its size and what went in and out."""

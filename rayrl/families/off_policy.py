@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from rayrl.config import AlgorithmConfig, Config
 from rayrl.contract import StoreKind
+from rayrl.core import SamplingPace
 from rayrl.envs.spec import EnvSpec, observation_bytes
 from rayrl.errors import ConfigError
 from rayrl.processing import NStepProcessor
@@ -164,6 +165,10 @@ class OffPolicy:
 
     def persists(self, algo: OffPolicyConfig) -> bool:
         return algo.replay.save_with_checkpoint
+
+    def sampling_pace(self, config: Config) -> SamplingPace | None:
+        """None: the rate limiter paces the workers (`algorithm.replay.samples_per_insert`)."""
+        return None
 
     def times_learned_from(self, algo: OffPolicyConfig) -> float:
         """Samples per insert (1 when sampling runs free: no rate is known)."""

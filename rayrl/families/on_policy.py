@@ -9,7 +9,7 @@ from typing import Literal
 
 from rayrl.config import AlgorithmConfig, Config, LearnerConfig, MLPActivation, RunConfig
 from rayrl.contract import StoreKind
-from rayrl.core import Unrolls
+from rayrl.core import SamplingPace, Unrolls
 from rayrl.envs.spec import EnvSpec, observation_bytes
 from rayrl.errors import ConfigError
 from rayrl.processing import UnrollProcessor
@@ -29,6 +29,15 @@ class OnPolicyConfig(AlgorithmConfig):
     max_policy_lag: int = bounded(50, ge=0)
     """Unrolls acted by weights more than this many versions (updates) older than the
     learner's are dropped and counted instead of learned from."""
+    sample_ahead_updates: int | None = bounded(None, ge=0)
+    """Ray runtime: how many updates ahead of the learner the workers may sample. A worker
+    starts no chunk while the unrolls sampled and not yet learned from by the published
+    weights would already make this many updates' worth beyond the one the learner works
+    on: with 1 the workers act the next update's unrolls while the learner makes the current
+    update (a policy lag of about 1), with 0 sampling and learning alternate (a lag of 0, no
+    overlap). None: no bound but the queue's capacity, which the workers fill with unrolls
+    acted while earlier ones wait. The local runtime alternates sampling and learning
+    always."""
     lstm_size: int | None = bounded(None, ge=1)
     """Units of an LSTM core between the torso and the heads, which gives the policy memory
     of the episode so far (for partially observed tasks); None: feed-forward."""
@@ -60,6 +69,32 @@ class OnPolicyConfig(AlgorithmConfig):
                 f"algorithm.queue_capacity={self.queue_capacity} cannot hold one request of every "
                 f"learner: it must be at least learner.num_learners x learner.batch_size x "
                 f"learner.batches_per_request = {needed}"
+            )
+        self._check_sample_ahead(learner)
+
+    def _check_sample_ahead(self, learner: LearnerConfig) -> None:
+        """The learner must be able to publish from what the workers may sample ahead, or the
+        run would wait forever: one request's batches, and one publication's updates."""
+        ahead = self.sample_ahead_updates
+        if ahead is None:
+            return
+        for field, needed in (
+            ("learner.batches_per_request", learner.batches_per_request),
+            ("learner.sync_interval", learner.sync_interval),
+        ):
+            if ahead + 1 < needed:
+                raise ConfigError(
+                    f"algorithm.sample_ahead_updates={ahead} lets the workers sample {ahead + 1} "
+                    f"update(s) ahead, and the learner needs {field}={needed} updates' unrolls "
+                    f"before it publishes: set algorithm.sample_ahead_updates to at least "
+                    f"{needed - 1}, or null"
+                )
+        if self.max_policy_lag <= ahead:
+            raise ConfigError(
+                f"algorithm.max_policy_lag={self.max_policy_lag} would drop unrolls that "
+                f"algorithm.sample_ahead_updates={ahead} acts on purpose ({ahead + 1} "
+                f"update(s) behind the learner, with the weights' delivery): set "
+                f"algorithm.max_policy_lag to at least {ahead + 1}"
             )
 
 
@@ -115,6 +150,14 @@ class OnPolicy:
 
     def persists(self, algo: OnPolicyConfig) -> bool:
         return False
+
+    def sampling_pace(self, config: Config) -> SamplingPace | None:
+        algo, learner = config.algorithm, config.learner
+        assert isinstance(algo, OnPolicyConfig)
+        if algo.sample_ahead_updates is None:
+            return None
+        steps_per_update = learner.num_learners * learner.batch_size * algo.steps_per_chunk
+        return SamplingPace(steps_per_update, algo.sample_ahead_updates)
 
     def times_learned_from(self, algo: OnPolicyConfig) -> float:
         return 1.0

@@ -2,7 +2,10 @@
 the store and its weights current, and replaces workers that die or hang.
 
 Backpressure: each worker has at most `workers.max_chunks_in_flight` chunks requested and
-not yet in the store, and no chunk is asked for that would take the run past
+not yet in the store; with a sampling pace (on-policy `algorithm.sample_ahead_updates`) no
+chunk is started while what was sampled and not yet learned from by the published weights
+already fills the pace's lead, so unrolls are acted by weights at most that many updates
+old instead of waiting in the queue; and no chunk is asked for that would take the run past
 `run.total_env_steps` (chunks being sampled count as sampled), so a run samples its budget
 rounded up to whole chunks, never what chunks in flight at the end would add. Chunks are
 asked only of workers whose process has started, the moment the driver learns it: a chunk
@@ -34,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rayrl.config import WorkersConfig
-from rayrl.core import ChunkStats
+from rayrl.core import ChunkStats, SamplingPace
 from rayrl.errors import RunFailedError
 from rayrl.ray.context import SupervisorContext
 from rayrl.ray.dispatcher import Life, actor_id
@@ -79,10 +82,12 @@ class WorkerSupervisor:
         *,
         chunk_env_steps: int,
         total_env_steps: int,
+        pace: SamplingPace | None = None,
     ) -> None:
         """The workers' chunks go to `store`'s actor; they act with the newest weights of
         `context.weights`; `chunk_env_steps` is what one chunk adds to the run's env steps,
-        which stop at `total_env_steps`."""
+        which stop at `total_env_steps`; `pace` bounds how far they sample ahead of the
+        learner (None: only the store holds them back)."""
         self.factory = context.factory
         self.dispatcher = context.dispatcher
         self.deaths = context.deaths
@@ -100,6 +105,12 @@ class WorkerSupervisor:
         self.stopped = False
         self._none_running_since: float | None = None
         self._rollbacks_seen = 0
+        self.pace = pace
+        self._pace_origin = (self.counters.env_steps, self.counters.updates)
+        """The env steps sampled and the published version the pace counts from: the run's
+        start (or resume), then each rollback of the learner or loss of the store, after
+        which what was sampled before is learned from again, or never."""
+        self._paced_store: Any = store.handle
 
     def start(self) -> None:
         """Create every worker at once: their processes start in parallel."""
@@ -134,15 +145,40 @@ class WorkerSupervisor:
         lost node's capacity) it is asked nothing, see the module's docstring."""
         if self.stopped or not slot.ready or self.store.handle is None:  # (a store restarts)
             return
-        while slot.in_flight < self.settings.max_chunks_in_flight and self._within_budget():
+        while (
+            slot.in_flight < self.settings.max_chunks_in_flight
+            and self._within_budget()
+            and self._within_pace()
+        ):
             self._request_chunk(slot)
+
+    def _sampled(self) -> int:
+        """Env steps sampled so far, the chunks being sampled included."""
+        sampling = sum(slot.sampling for slot in self.slots)
+        return self.counters.env_steps + sampling * self.chunk_env_steps
+
+    def _within_pace(self) -> bool:
+        """Whether a chunk may start under the sampling pace: what was sampled since the
+        pace's origin is short of what the published weights learned from since, plus the
+        lead (a chunk may overshoot it, so that the learner always gets a whole batch)."""
+        pace = self.pace
+        if pace is None:
+            return True
+        if self.store.handle is not self._paced_store:  # the old store's unrolls are lost
+            self._paced_store = self.store.handle
+            self._rebase_pace()
+        origin_env_steps, origin_version = self._pace_origin
+        learned = max(self.weights.version - origin_version, 0) * pace.env_steps_per_update
+        return self._sampled() - origin_env_steps < learned + pace.lead_env_steps
+
+    def _rebase_pace(self) -> None:
+        self._pace_origin = (self._sampled(), max(self.weights.version, self.counters.updates))
 
     def _within_budget(self) -> bool:
         """Whether one more chunk keeps the run within `run.total_env_steps`. Only running
         workers are asked for chunks, and a replaced one's are forgotten (`_replace`), so
         the chunks being sampled are all on running workers."""
-        sampling = sum(slot.sampling for slot in self.slots)
-        return self.counters.env_steps + sampling * self.chunk_env_steps < self.total_env_steps
+        return self._sampled() < self.total_env_steps
 
     def _request_chunk(self, slot: WorkerSlot) -> None:
         chunk_ref, stats_ref = slot.handle.sample.options(num_returns=2).remote(
@@ -331,6 +367,7 @@ class WorkerSupervisor:
         where they are older than their own."""
         if self.weights.rollbacks != self._rollbacks_seen:
             self._rollbacks_seen = self.weights.rollbacks
+            self._rebase_pace()
             for slot in self.slots:
                 slot.weights_version = -1
         for slot in self.slots:

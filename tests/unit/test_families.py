@@ -50,3 +50,35 @@ def test_each_family_checks_its_own_settings():
         )
     with pytest.raises(ConfigError, match=r"algorithm\.replay\.min_size=10 is larger"):
         load_config("cartpole_dqn", ["algorithm.replay.min_size=10", "algorithm.replay.capacity=5"])
+
+
+def test_the_on_policy_sampling_pace_counts_every_learners_unrolls():
+    assert ON_POLICY.sampling_pace(load_config("minatar_ppo")) is None
+    config = load_config(
+        "minatar_ppo", ["algorithm.sample_ahead_updates=1", "learner.num_learners=2"]
+    )
+    pace = ON_POLICY.sampling_pace(config)
+    assert pace is not None
+    assert pace.env_steps_per_update == 2 * 64 * 128
+    assert pace.lead_env_steps == 2 * pace.env_steps_per_update
+    assert OFF_POLICY.sampling_pace(load_config("cartpole_dqn")) is None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["learner.batches_per_request=3", "algorithm.queue_capacity=192"],
+            r"sample_ahead_updates=1 .* learner\.batches_per_request=3 .* at least 2, or null",
+        ),
+        (
+            ["learner.sync_interval=4"],
+            r"sample_ahead_updates=1 .* learner\.sync_interval=4 .* at least 3, or null",
+        ),
+        (["algorithm.max_policy_lag=1"], r"algorithm\.max_policy_lag=1 would drop .* least 2"),
+    ],
+)
+def test_a_sampling_pace_the_learner_could_never_publish_under_is_refused(overrides, message):
+    """The workers would wait for weights that need unrolls they may not sample."""
+    with pytest.raises(ConfigError, match=message):
+        load_config("minatar_ppo", ["algorithm.sample_ahead_updates=1", *overrides])

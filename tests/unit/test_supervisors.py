@@ -12,7 +12,7 @@ import pytest
 
 from rayrl.config import FaultsConfig, WorkersConfig
 from rayrl.contract import StoreKind
-from rayrl.core import ChunkStats, EvalResult, StoreStats
+from rayrl.core import ChunkStats, EvalResult, SamplingPace, StoreStats
 from rayrl.errors import RunFailedError
 from rayrl.ray.context import SupervisorContext
 from rayrl.ray.dispatcher import Deaths, Dispatcher
@@ -112,7 +112,9 @@ class World:
     def pump(self) -> None:
         self.dispatcher.poll(0.0)
 
-    def workers(self, total_env_steps: int = 10**9, **settings) -> WorkerSupervisor:
+    def workers(
+        self, total_env_steps: int = 10**9, pace: SamplingPace | None = None, **settings
+    ) -> WorkerSupervisor:
         config = WorkersConfig(num_workers=self.num_workers, **settings)
         supervisor = WorkerSupervisor(
             self.context,
@@ -120,6 +122,7 @@ class World:
             config,
             chunk_env_steps=64,
             total_env_steps=total_env_steps,
+            pace=pace,
         )
         self.supervise(supervisor).start()
         return supervisor
@@ -208,6 +211,80 @@ def test_no_chunk_is_asked_for_beyond_the_env_step_budget():
     world.pump()
     world.start(workers)  # the replacement
     assert len(owner.handle.calls_to("sample")) == 1
+
+
+def sampled_chunks(workers: WorkerSupervisor) -> list:
+    return [call for slot in workers.slots for call in slot.handle.calls_to("sample")]
+
+
+def deliver(world: World, workers: WorkerSupervisor) -> None:
+    """Every chunk being sampled is delivered to the store."""
+    for slot in workers.slots:
+        for call in slot.handle.calls_to("sample"):
+            if not call.refs[1].done:
+                call.refs[1].resolve(chunk_stats(slot.index))
+    for add in world.store.handle.calls_to("add"):
+        if not add.ref.done:
+            add.ref.resolve(64)
+    world.pump()
+
+
+def test_with_a_pace_workers_sample_the_next_update_only_once_weights_learned_the_last():
+    """Two workers of one 64-step chunk each make one update (128 env steps); one update
+    ahead, the workers sample two updates' worth, then one more per version published, and
+    not further however many chunks they could have in flight."""
+    world = World(num_workers=2)
+    workers = world.workers(pace=SamplingPace(128, updates_ahead=1), max_chunks_in_flight=2)
+    world.start(workers)
+    workers.request_chunks()
+    assert len(sampled_chunks(workers)) == 4  # the first update's unrolls and the next's
+    deliver(world, workers)
+    workers.request_chunks()
+    assert len(sampled_chunks(workers)) == 4  # version 0 learned from nothing yet
+    world.weights.publish("v0", 0)
+    workers.request_chunks()
+    assert len(sampled_chunks(workers)) == 4
+    world.weights.publish("v1", 1)
+    workers.request_chunks()
+    assert len(sampled_chunks(workers)) == 6
+    deliver(world, workers)
+    world.weights.publish("v3", 3)  # a publication may cover several updates
+    workers.request_chunks()
+    assert len(sampled_chunks(workers)) == 10
+
+
+def test_a_paced_chunk_may_overshoot_the_lead_so_that_the_learner_gets_a_whole_batch():
+    world = World(num_workers=1)
+    workers = world.workers(pace=SamplingPace(96, updates_ahead=0), max_chunks_in_flight=4)
+    world.start(workers)
+    workers.request_chunks()
+    assert len(sampled_chunks(workers)) == 2  # 128 env steps sampled for a 96-step update
+
+
+def test_the_pace_counts_afresh_after_a_rollback_or_the_stores_loss():
+    """Unrolls sampled before a restored learner's weights, or lost with the store, do not
+    hold the workers back: without new ones the learner would never publish again."""
+    world = World(num_workers=1)
+    workers = world.workers(pace=SamplingPace(64, updates_ahead=0), max_chunks_in_flight=2)
+    world.start(workers)
+    workers.request_chunks()
+    deliver(world, workers)
+    world.weights.publish("v1", 1)
+    workers.request_chunks()
+    deliver(world, workers)
+    workers.request_chunks()
+    assert len(sampled_chunks(workers)) == 2  # one update's worth per version
+    world.weights.publish("v0-restored", 0, rollback=True)  # restored from scratch
+    workers.send_weights()
+    workers.request_chunks()
+    assert len(sampled_chunks(workers)) == 3
+    deliver(world, workers)
+    workers.request_chunks()
+    assert len(sampled_chunks(workers)) == 3
+    old_store = world.store.handle
+    assert world.deaths.handle(old_store.died())
+    workers.request_chunks()
+    assert len(sampled_chunks(workers)) == 4
 
 
 def test_a_dead_worker_is_replaced_and_its_late_results_are_dropped():
