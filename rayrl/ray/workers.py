@@ -5,9 +5,12 @@ Backpressure: each worker has at most `workers.max_chunks_in_flight` chunks requ
 not yet in the store; with a sampling pace (on-policy `algorithm.sample_ahead_updates`) no
 chunk is started while what was sampled and not yet learned from by the published weights
 already fills the pace's lead, so unrolls are acted by weights at most that many updates
-old instead of waiting in the queue; and no chunk is asked for that would take the run past
-`run.total_env_steps` (chunks being sampled count as sampled), so a run samples its budget
-rounded up to whole chunks, never what chunks in flight at the end would add. Chunks are
+old instead of waiting in the queue (a paced worker starts its next chunk only once the
+weights it was last handed are in use: an unroll counts as acted by its oldest step's
+weights, so one begun a step before they arrived would count as a version older); and no
+chunk is asked for that would take the run past `run.total_env_steps` (chunks being sampled
+count as sampled), so a run samples its budget rounded up to whole chunks, never what
+chunks in flight at the end would add. Chunks are
 asked only of workers whose process has started, the moment the driver learns it: a chunk
 queued on one that waits for a node would hold part of the budget for as long as the node
 stays away, and the run would wait at its end for chunks that no running worker is asked
@@ -64,7 +67,8 @@ class WorkerSlot:
     """Its process has started: it is asked for chunks, and the hang timeout runs, only from
     then on."""
     last_progress: float = 0.0
-    """When it last returned a chunk, was asked for one while idle, or was created."""
+    """When it last returned a chunk, was asked for one or handed weights while idle, or was
+    created."""
     restart_at: float | None = None
     """When its replacement is due (it backs off); None while it has an actor."""
     waiting_for_capacity: bool = False
@@ -149,6 +153,7 @@ class WorkerSupervisor:
             slot.in_flight < self.settings.max_chunks_in_flight
             and self._within_budget()
             and self._within_pace()
+            and not self._awaits_weights(slot)
         ):
             self._request_chunk(slot)
 
@@ -170,6 +175,11 @@ class WorkerSupervisor:
         origin_env_steps, origin_version = self._pace_origin
         learned = max(self.weights.version - origin_version, 0) * pace.env_steps_per_update
         return self._sampled() - origin_env_steps < learned + pace.lead_env_steps
+
+    def _awaits_weights(self, slot: WorkerSlot) -> bool:
+        """Under a pace, whether the worker's next chunk waits for the weights it was handed
+        (`_on_weights_applied` asks for it)."""
+        return self.pace is not None and slot.weights_pending
 
     def _rebase_pace(self) -> None:
         self._pace_origin = (self._sampled(), max(self.weights.version, self.counters.updates))
@@ -315,12 +325,14 @@ class WorkerSupervisor:
                     logger.warning("worker %d did not start; replacing it", slot.index)
                     self._replace(slot, "it did not start within faults.start_timeout_s")
                 continue
-            # waiting for the store's rate limit is not hanging: only sample calls count
-            if slot.sampling and now - slot.last_progress > timeout:
+            # waiting for the store's rate limit is not hanging: only sample calls count,
+            # and the weights a paced worker's next chunk waits for
+            asked = slot.sampling or self._awaits_weights(slot)
+            if asked and now - slot.last_progress > timeout:
                 logger.warning(
-                    "worker %d delivered no chunk for %.0f s (workers.sample_timeout_s): "
-                    "killing and replacing it",
+                    "worker %d %s for %.0f s (workers.sample_timeout_s): killing and replacing it",
                     slot.index,
+                    "delivered no chunk" if slot.sampling else "took no weights",
                     now - slot.last_progress,
                 )
                 self.metrics.count("worker/hangs")
@@ -382,6 +394,8 @@ class WorkerSupervisor:
             return
         slot.weights_pending = True
         slot.weights_version = weights.version
+        if slot.sampling == 0:
+            slot.last_progress = self.clock()
         # its own concurrency group: it runs beside a sample call in progress, which picks
         # the weights up at its next step
         ref = slot.handle.set_weights.options(concurrency_group="weights").remote(weights.info)
@@ -395,6 +409,7 @@ class WorkerSupervisor:
     def _on_weights_applied(self, slot: WorkerSlot) -> None:
         slot.weights_pending = False
         self._send_weights(slot)
+        self._fill(slot)  # a paced chunk waited for these weights
 
     def _on_weights_error(self, slot: WorkerSlot, error: BaseException) -> None:
         slot.weights_pending = False

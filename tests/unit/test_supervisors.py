@@ -261,6 +261,50 @@ def test_a_paced_chunk_may_overshoot_the_lead_so_that_the_learner_gets_a_whole_b
     assert len(sampled_chunks(workers)) == 2  # 128 env steps sampled for a 96-step update
 
 
+def test_a_paced_worker_starts_its_next_chunk_once_the_weights_it_was_handed_are_in_use():
+    """An unroll counts as acted by its oldest step's weights: begun before the new weights
+    arrive, it would count the version before them. Unpaced workers do not wait."""
+    world = World(num_workers=2)
+    workers = world.workers(pace=SamplingPace(128, updates_ahead=0), max_chunks_in_flight=1)
+    world.start(workers)
+    workers.request_chunks()
+    deliver(world, workers)
+    world.weights.publish("v1", 1)
+    workers.send_weights()
+    workers.request_chunks()
+    assert len(sampled_chunks(workers)) == 2  # the pace allows two more; the weights wait
+    for index, expected in [(0, [2, 1]), (1, [2, 2])]:
+        answer(workers.slots[index].handle, "set_weights")
+        world.pump()
+        assert [len(slot.handle.calls_to("sample")) for slot in workers.slots] == expected
+
+    world = World(num_workers=1)
+    unpaced = world.workers(max_chunks_in_flight=2)
+    world.start(unpaced)
+    world.weights.publish("v1", 1)
+    unpaced.send_weights()
+    unpaced.request_chunks()
+    assert len(sampled_chunks(unpaced)) == 2
+
+
+def test_a_paced_worker_that_takes_no_weights_is_replaced_as_hung():
+    world = World(num_workers=1)
+    workers = world.workers(pace=SamplingPace(64, updates_ahead=0), sample_timeout_s=10.0)
+    world.start(workers)
+    workers.request_chunks()
+    deliver(world, workers)
+    world.clock.now = 100.0
+    world.weights.publish("v1", 1)
+    workers.send_weights()
+    world.clock.now = 109.0
+    workers.check_hangs()
+    assert workers.slots[0].incarnation == 0
+    world.clock.now = 111.0
+    workers.check_hangs()
+    assert workers.slots[0].incarnation == 1
+    assert world.metrics.counters["worker/hangs"] == 1
+
+
 def test_the_pace_counts_afresh_after_a_rollback_or_the_stores_loss():
     """Unrolls sampled before a restored learner's weights, or lost with the store, do not
     hold the workers back: without new ones the learner would never publish again."""
@@ -276,7 +320,8 @@ def test_the_pace_counts_afresh_after_a_rollback_or_the_stores_loss():
     assert len(sampled_chunks(workers)) == 2  # one update's worth per version
     world.weights.publish("v0-restored", 0, rollback=True)  # restored from scratch
     workers.send_weights()
-    workers.request_chunks()
+    answer(workers.slots[0].handle, "set_weights")
+    world.pump()
     assert len(sampled_chunks(workers)) == 3
     deliver(world, workers)
     workers.request_chunks()
