@@ -229,14 +229,20 @@ def deliver(world: World, workers: WorkerSupervisor) -> None:
     world.pump()
 
 
+def paced_workers(num_workers: int, pace: SamplingPace, **settings) -> tuple:
+    """Started workers under `pace`, asked for their first chunks."""
+    world = World(num_workers=num_workers)
+    workers = world.workers(pace=pace, **settings)
+    world.start(workers)
+    workers.request_chunks()
+    return world, workers
+
+
 def test_with_a_pace_workers_sample_the_next_update_only_once_weights_learned_the_last():
     """Two workers of one 64-step chunk each make one update (128 env steps); one update
     ahead, the workers sample two updates' worth, then one more per version published, and
     not further however many chunks they could have in flight."""
-    world = World(num_workers=2)
-    workers = world.workers(pace=SamplingPace(128, updates_ahead=1), max_chunks_in_flight=2)
-    world.start(workers)
-    workers.request_chunks()
+    world, workers = paced_workers(2, SamplingPace(128, updates_ahead=1), max_chunks_in_flight=2)
     assert len(sampled_chunks(workers)) == 4  # the first update's unrolls and the next's
     deliver(world, workers)
     workers.request_chunks()
@@ -254,20 +260,14 @@ def test_with_a_pace_workers_sample_the_next_update_only_once_weights_learned_th
 
 
 def test_a_paced_chunk_may_overshoot_the_lead_so_that_the_learner_gets_a_whole_batch():
-    world = World(num_workers=1)
-    workers = world.workers(pace=SamplingPace(96, updates_ahead=0), max_chunks_in_flight=4)
-    world.start(workers)
-    workers.request_chunks()
+    _, workers = paced_workers(1, SamplingPace(96, updates_ahead=0), max_chunks_in_flight=4)
     assert len(sampled_chunks(workers)) == 2  # 128 env steps sampled for a 96-step update
 
 
 def test_a_paced_worker_starts_its_next_chunk_once_the_weights_it_was_handed_are_in_use():
     """An unroll counts as acted by its oldest step's weights: begun before the new weights
     arrive, it would count the version before them. Unpaced workers do not wait."""
-    world = World(num_workers=2)
-    workers = world.workers(pace=SamplingPace(128, updates_ahead=0), max_chunks_in_flight=1)
-    world.start(workers)
-    workers.request_chunks()
+    world, workers = paced_workers(2, SamplingPace(128, updates_ahead=0), max_chunks_in_flight=1)
     deliver(world, workers)
     world.weights.publish("v1", 1)
     workers.send_weights()
@@ -288,10 +288,7 @@ def test_a_paced_worker_starts_its_next_chunk_once_the_weights_it_was_handed_are
 
 
 def test_a_paced_worker_that_takes_no_weights_is_replaced_as_hung():
-    world = World(num_workers=1)
-    workers = world.workers(pace=SamplingPace(64, updates_ahead=0), sample_timeout_s=10.0)
-    world.start(workers)
-    workers.request_chunks()
+    world, workers = paced_workers(1, SamplingPace(64, updates_ahead=0), sample_timeout_s=10.0)
     deliver(world, workers)
     world.clock.now = 100.0
     world.weights.publish("v1", 1)
@@ -308,10 +305,7 @@ def test_a_paced_worker_that_takes_no_weights_is_replaced_as_hung():
 def test_the_pace_counts_afresh_after_a_rollback_or_the_stores_loss():
     """Unrolls sampled before a restored learner's weights, or lost with the store, do not
     hold the workers back: without new ones the learner would never publish again."""
-    world = World(num_workers=1)
-    workers = world.workers(pace=SamplingPace(64, updates_ahead=0), max_chunks_in_flight=2)
-    world.start(workers)
-    workers.request_chunks()
+    world, workers = paced_workers(1, SamplingPace(64, updates_ahead=0), max_chunks_in_flight=2)
     deliver(world, workers)
     world.weights.publish("v1", 1)
     workers.request_chunks()
