@@ -48,16 +48,30 @@ def test_marked_tests_go_last_and_each_group_keeps_its_order():
     assert last(items) == [*unmarked, *marked]  # type: ignore[arg-type]
 
 
+RELEASE = "release"
+HELD: RunKey = ("held", ())
+"""A key whose task ends only once the test has made `RELEASE` beside its directory: it is
+unfinished when the test first waits on the pool however busy the machine is (a task of a
+few seconds can finish first while idle-priority processes wait out other work)."""
+
+
 def policy_after(key: RunKey, runs_dir: Path) -> tuple[int, int, str]:
-    """A task for the pool: after `key`'s seconds, its process' policy, pid and directory."""
-    time.sleep(float(key[0]))
+    """A task for the pool: after `key`'s seconds (or, for `HELD`, once released), its
+    process' policy, pid and directory."""
+    if key == HELD:
+        while not (runs_dir.parent / RELEASE).exists():
+            time.sleep(0.05)
+    else:
+        time.sleep(float(key[0]))
     return os.sched_getscheduler(0), os.getpid(), runs_dir.name
 
 
 def test_the_pool_runs_at_idle_priority_until_a_test_waits_on_it(tmp_path: Path):
-    with runs_in_background([("0", ()), ("2", ())], tmp_path, policy_after) as runs:
+    with runs_in_background([("0", ()), HELD], tmp_path, policy_after) as runs:
         assert runs.futures[("0", ())].result()[0] == os.SCHED_IDLE  # beside the tests
-        policy, _, directory = runs.result(("2", ()))
+        runs.result(("0", ()))  # the first wait
+        (tmp_path / RELEASE).touch()
+        policy, _, directory = runs.result(HELD)
     assert policy == os.SCHED_OTHER  # waited on: the machine may be busy with other work
     assert directory in ("1", "1-again")
 
@@ -69,10 +83,12 @@ def test_where_priority_cannot_be_raised_the_unfinished_runs_start_again_at_norm
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(local_runs, "to_normal_priority", refused)
-    with runs_in_background([("0", ()), ("2", ())], tmp_path, policy_after) as runs:
+    with runs_in_background([("0", ()), HELD], tmp_path, policy_after) as runs:
         done_at_idle = runs.futures[("0", ())].result()
-        policy, pid, directory = runs.result(("2", ()))
-        assert runs.result(("0", ())) == done_at_idle  # a finished run is not done again
+        # the first wait starts the unfinished run again; a finished run is not done again
+        assert runs.result(("0", ())) == done_at_idle
+        (tmp_path / RELEASE).touch()
+        policy, pid, directory = runs.result(HELD)
     assert (policy, directory) == (os.SCHED_OTHER, "1-again")
     assert pid != done_at_idle[1]
 
