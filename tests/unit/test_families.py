@@ -53,10 +53,8 @@ def test_each_family_checks_its_own_settings():
 
 
 def test_the_on_policy_sampling_pace_counts_every_learners_unrolls():
-    assert ON_POLICY.sampling_pace(load_config("minatar_ppo")) is None
-    config = load_config(
-        "minatar_ppo", ["algorithm.sample_ahead_updates=1", "learner.num_learners=2"]
-    )
+    assert ON_POLICY.sampling_pace(load_config("cartpole_ppo")) is None
+    config = load_config("minatar_ppo", ["learner.num_learners=2"])  # the preset's pace: 1
     pace = ON_POLICY.sampling_pace(config)
     assert pace is not None
     assert pace.env_steps_per_update == 2 * 64 * 128
