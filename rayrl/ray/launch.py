@@ -54,6 +54,7 @@ from rayrl.algorithms import ALGORITHMS
 from rayrl.config import Config
 from rayrl.envs.spec import EnvSpec
 from rayrl.errors import ConfigError, UserError
+from rayrl.ray.address import check_reachable, connect_failure
 
 logger = logging.getLogger(__name__)
 
@@ -89,10 +90,11 @@ def connect(
     """
     if ray.is_initialized():
         return False
+    source = "--address"
     if address is None and os.environ.get("RAY_ADDRESS"):
         # inside a Ray job (`ray job submit`), or a user who points every Ray program at a
         # cluster: join it rather than start a second Ray
-        address = os.environ["RAY_ADDRESS"]
+        address, source = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
         logger.info("joining the Ray cluster at RAY_ADDRESS=%s", address)
     if address is None:
         cores = os.cpu_count() or 1
@@ -120,10 +122,11 @@ def connect(
                 raise
             raise UserError(local_start_timed_out(cores)) from None
         return True
+    check_reachable(address, source)
     try:
         _init_keeping_sigterm_handler(address=address, logging_level=logging.WARNING)
     except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise UserError(f"cannot connect to the Ray cluster at '{address}': {exc}") from None
+        raise connect_failure(address, source, exc) from None
     if token_auth_enabled() is False:
         logger.warning(
             "the Ray cluster at %s let this driver in without a token: it does not enforce "

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from rayrl.cli import main
 from rayrl.rundir import RunDirectory
 from tests.old_layout import older_layout
+from tests.ports import refusing_port
 
 
 @pytest.fixture
@@ -182,6 +183,26 @@ def test_installed_console_script_exits_2_with_one_line(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "error: learner.batch_size=0 is out of range; valid: >= 1"
     ]
+
+
+def test_an_address_where_nothing_listens_ends_the_run_at_once(tmp_path):
+    """Ray 2.60 would retry such an address for about 14 minutes (`rayrl.ray.address`); in
+    its own process, since this one's Ray (the suite's) would be used instead of joining."""
+    runs = tmp_path / "runs"
+    with refusing_port() as (_, port):
+        address = f"127.0.0.1:{port}"
+        train = [sys.executable, "-m", "rayrl.cli", "train", "--address", address]
+        proc = subprocess.run(
+            [*train, "--set", f"run.runs_dir={runs}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: cannot connect to the Ray cluster at --address={address}")
+    assert "Connection refused" in line
+    assert not any(runs.glob("*"))  # no run directory is left behind
 
 
 def test_a_run_saved_by_rayrl_0_1_evaluates_and_resumes(runner, finished_run):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ import yaml
 
 from rayrl.files import read_jsonl
 from rayrl.presets import load_config
+from tests.ports import free_ports
 from tests.processes import wait_gone
 from tests.run_files import env_steps_logged
 
@@ -42,16 +42,6 @@ RAY_PORT_OPTIONS = (
     "--node-manager-port",
     "--object-manager-port",
 )
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 def cli_env() -> dict[str, str]:

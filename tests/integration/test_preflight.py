@@ -44,7 +44,8 @@ from rayrl.ray.launch import (
     learner_gpus,
 )
 from tests.integration.test_cli_ray import ON_CPU
-from tests.integration.test_job_submission import RAY_PORT_OPTIONS, cli_env, free_ports
+from tests.integration.test_job_submission import RAY_PORT_OPTIONS, cli_env
+from tests.ports import free_ports
 from tests.processes import wait_gone
 
 REPO = Path(__file__).resolve().parents[2]
