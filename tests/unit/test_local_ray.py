@@ -89,3 +89,24 @@ def test_a_local_ray_that_did_not_start_in_time_ends_the_run_with_one_line(monke
     monkeypatch.setattr(launch, "_init_keeping_sigterm_handler", broken)
     with pytest.raises(RuntimeError, match="something else"):
         launch.connect(load_config("cartpole_ppo"), None)
+
+
+def test_a_ray_address_where_nothing_listens_ends_the_run_naming_the_variable(monkeypatch):
+    """`connect` probes the address it took from RAY_ADDRESS before `ray.init` (which would
+    retry it for about 14 minutes) and says where it came from; `ray.is_initialized` is
+    replaced so that the suite's own Ray does not stand in for the one asked for."""
+    from rayrl.errors import UserError
+    from rayrl.presets import load_config
+    from tests.ports import refusing_port
+
+    def joined(**kwargs):
+        raise AssertionError("ray.init was called for an address where nothing listens")
+
+    monkeypatch.setattr(launch.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(launch, "_init_keeping_sigterm_handler", joined)
+    with refusing_port() as (_, port):
+        monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+        with pytest.raises(UserError) as error:
+            launch.connect(load_config("cartpole_ppo"), None)
+    assert f"RAY_ADDRESS=127.0.0.1:{port}" in str(error.value)
+    assert "unset RAY_ADDRESS to start a local Ray" in str(error.value)
