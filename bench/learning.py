@@ -8,8 +8,11 @@ its budget is skipped, and a larger budget continues it, unless the preset's sch
 the budget (minatar_impala decays its learning rate over it): such a run is the run of its
 budget only, and its name carries the budget (minatar_impala-Breakout-s0-5000000), so that
 one seed's runs to 1M and to 5M are two runs. A run whose record is kept but whose directory
-is not under --runs (it ran on another machine) is refused rather than replaced. A variant
-of a preset is named with --label and its --set overrides, and gets its own rows.
+is not under --runs (it ran on another machine) is refused rather than replaced; a larger
+budget than that record's is a run of its own, named by its budget, and the table takes
+each seed's run planned nearest to a row's budget (the shorter run's final evaluation on
+FINAL_EPISODES episodes stays its row's figure). A variant of a preset is named with
+--label and its --set overrides, and gets its own rows.
 
 The run directories (checkpoints, replay) stay on the machine that ran them; what the table
 and the curves need of each run (its evaluations, its training returns, wall time and the
@@ -198,17 +201,15 @@ def protocols() -> list[str]:
     return lines
 
 
-def run_name(variant: str, game: str, seed: int, scheduled_budget: int | None = None) -> str:
-    """A run's name: its variant, game and seed, and the budget of a run whose schedules
-    span it (`budget_scheduled`): such a run is the run of that budget only, so one seed's
-    runs to 1M and to 5M are two runs, not one continued."""
+def run_name(variant: str, game: str, seed: int, budget: int | None = None) -> str:
+    """A run's name: its variant, game and seed, and the budget of a run that is the run of
+    that budget only (`run_path` says which), so that one seed's runs to 1M and to 5M are two
+    runs, not one continued."""
     name = f"{variant}-{game}-s{seed}"
-    return name if scheduled_budget is None else f"{name}-{scheduled_budget}"
+    return name if budget is None else f"{name}-{budget}"
 
 
-RUN_NAME = re.compile(
-    r"(?P<variant>\w+(\+\w+)?)-(?P<game>\w+)-s(?P<seed>\d+)(-(?P<scheduled_budget>\d+))?"
-)
+RUN_NAME = re.compile(r"(?P<variant>\w+(\+\w+)?)-(?P<game>\w+)-s(?P<seed>\d+)(-(?P<budget>\d+))?")
 """What `run_name` makes: a run directory of this benchmark."""
 
 
@@ -238,8 +239,22 @@ def run_path(
     """Where the run of `variant` (a preset and its `overrides`) on `game` with `seed` to
     `env_steps` is, under `runs`."""
     config = config_to_dict(load_config(preset_of(variant), overrides))
-    scheduled = env_steps if budget_scheduled(config) else None
-    return runs / run_name(variant, game, seed, scheduled)
+    if budget_scheduled(config):
+        return runs / run_name(variant, game, seed, env_steps)
+    path = runs / run_name(variant, game, seed)
+    if shorter_run_elsewhere(path, env_steps):
+        return runs / run_name(variant, game, seed, env_steps)
+    return path
+
+
+def shorter_run_elsewhere(path: Path, env_steps: int) -> bool:
+    """Whether the run in `path` is kept only as a record (its directory is on another
+    machine) of a budget short of `env_steps`: a run to `env_steps` cannot continue it, and
+    starts afresh under a name of its own rather than replacing that record."""
+    kept = RECORDS / f"{path.name}.json"
+    if path.is_dir() or not kept.is_file():
+        return False
+    return json.loads(kept.read_text())["planned_env_steps"] * SLACK < env_steps
 
 
 def train(
@@ -509,6 +524,16 @@ def read_records() -> dict[tuple[str, str], list[dict]]:
     return {key: sorted(group, key=lambda r: r["seed"]) for key, group in sorted(groups.items())}
 
 
+def nearest_runs(found: list[tuple[dict, RunFigures]]) -> list[tuple[dict, RunFigures]]:
+    """One run per seed of those that reached a budget: the one planned for the smallest
+    budget (a 1M run's final evaluation on FINAL_EPISODES episodes, not a 5M run's on the
+    way), in seed order."""
+    nearest: dict[int, tuple[dict, RunFigures]] = {}
+    for record, found_figures in sorted(found, key=lambda rf: -rf[0]["planned_env_steps"]):
+        nearest[record["seed"]] = (record, found_figures)
+    return [nearest[seed] for seed in sorted(nearest)]
+
+
 def table_rows(groups: dict[tuple[str, str], list[dict]]) -> dict[tuple[str, str, int], str]:
     """The table's rows from the records by (variant, game, budget): one at 1M env steps
     (every seed that reached it) and one at the longest budget any seed reached."""
@@ -519,7 +544,7 @@ def table_rows(groups: dict[tuple[str, str], list[dict]]) -> dict[tuple[str, str
         longest = max((row[0] for r in members for row in r["evals"]), default=0)
         budgets = sorted({b for b in (1_000_000, round(longest, -5)) if b <= longest * SLACK})
         for budget in budgets:
-            found = [(r, f) for r in members if (f := figures(r, budget))]
+            found = nearest_runs([(r, f) for r in members if (f := figures(r, budget))])
             if not found:
                 continue
             runs = [f for _, f in found]

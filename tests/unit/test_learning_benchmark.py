@@ -285,13 +285,45 @@ def test_a_fresh_run_never_replaces_a_kept_record(learning, tmp_path, monkeypatc
     overwritten by a fresh run of the same name: that run is refused before it starts."""
     records = tmp_path / "records"
     records.mkdir()
-    (records / "minatar_ppo-Breakout-s0.json").write_text("{}")
+    kept = records / "minatar_ppo-Breakout-s0.json"
+    kept.write_text('{"planned_env_steps": 5000000}')
     monkeypatch.setattr(learning, "RECORDS", records)
     started = []
-    monkeypatch.setattr(learning.rayrl, "train", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(learning.rayrl, "train", lambda *a, **k: started.append(k))
     with pytest.raises(SystemExit, match="keeps a run named minatar_ppo-Breakout-s0 whose"):
         learning.train(tmp_path / "runs", "minatar_ppo", [], "Breakout", 0, 5_000_000)
     assert started == []
-    assert (records / "minatar_ppo-Breakout-s0.json").read_text() == "{}"
+    assert kept.read_text() == '{"planned_env_steps": 5000000}'
     learning.train(tmp_path / "runs", "minatar_ppo", [], "Breakout", 1, 1_000_000)
     assert len(started) == 1  # another seed starts
+
+
+def test_a_longer_run_than_a_kept_record_is_a_run_of_its_own(learning, tmp_path, monkeypatch):
+    """A 1M run kept only as a record cannot be continued to 5M: the 5M run starts afresh
+    under a name with its budget, and the 1M record stays as it was."""
+    records = tmp_path / "records"
+    records.mkdir()
+    kept = records / "minatar_ppo-Breakout-s0.json"
+    kept.write_text('{"planned_env_steps": 1000000}')
+    monkeypatch.setattr(learning, "RECORDS", records)
+    started = []
+    monkeypatch.setattr(learning.rayrl, "train", lambda *a, **k: started.append(k))
+    path = learning.train(tmp_path / "runs", "minatar_ppo", [], "Breakout", 0, 5_000_000)
+    assert path.name == "minatar_ppo-Breakout-s0-5000000"
+    assert "run.name=minatar_ppo-Breakout-s0-5000000" in started[0]["overrides"]
+    assert kept.read_text() == '{"planned_env_steps": 1000000}'
+    parsed = learning.RUN_NAME.fullmatch(path.name)
+    assert (parsed["variant"], parsed["seed"], parsed["budget"]) == ("minatar_ppo", "0", "5000000")
+
+
+def test_a_row_takes_each_seeds_run_planned_nearest_its_budget(learning):
+    """Seed 0 ran to 1M and again to 5M: the 1M row takes the 1M run's final evaluation,
+    the 5M row the 5M run; seed 1 ran to 5M only and counts in both."""
+    short = record(learning, 0, planned=1_000_000, evals=[(1_000_000, 10.0)])
+    long = record(learning, 0, planned=5_000_000, evals=[(1_000_000, 4.0), (5_000_000, 30.0)])
+    other = record(learning, 1, planned=5_000_000, evals=[(1_000_000, 6.0), (5_000_000, 20.0)])
+    rows = learning.table_rows({("minatar_dqn", "Breakout"): [long, short, other]})
+    at_1m = rows["minatar_dqn", "Breakout", 1_000_000].split(" | ")
+    at_5m = rows["minatar_dqn", "Breakout", 5_000_000].split(" | ")
+    assert at_1m[2:5] == ["2", "1,000,000", "8.0 ± 2.8"]
+    assert at_5m[2:5] == ["2", "5,000,000", "25.0 ± 7.1"]
