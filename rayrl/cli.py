@@ -55,7 +55,8 @@ address_option = click.option(
     "--address",
     default=None,
     metavar="ADDRESS",
-    help="Join a running Ray cluster: auto, host:port or ray://host:port (or RAY_ADDRESS). "
+    help="Join a running Ray cluster: auto (the Ray `ray start` started on this machine), "
+    "host:port or ray://host:port (or RAY_ADDRESS). "
     "Default: start a local Ray, and stop it at the end.",
 )
 set_option = click.option(

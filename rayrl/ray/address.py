@@ -15,6 +15,12 @@ there, not that it is a Ray head: what it lets through is Ray's to judge, as bef
 Where Ray does fail, its `ConnectionError` says only "Failed to connect to Ray cluster at
 ..." and keeps its reason (no raylet registered in time, a token refused) in the exception's
 cause; `connect_failure` puts the causes in the one line the user reads.
+
+`auto` is the Ray that `ray start` started on this machine (`resolve_auto`). Ray's own
+`auto` falls back to any Ray it finds running here, and that includes a Ray another program
+started for itself, such as another `rayrl train`'s local Ray or a notebook's `ray.init()`:
+such a Ray ends with its program, and a run that joined it would die with it, so rayrl does
+not take that fallback.
 """
 
 from __future__ import annotations
@@ -62,11 +68,49 @@ def host_and_port(address: str) -> tuple[str, int] | None:
     return host, int(port)
 
 
+AUTO = "auto"
+
+
+def resolve_auto(source: str = "--address") -> str:
+    """The address of the Ray that `ray start` started on this machine, for `auto` given
+    by `source` (`--address` or `RAY_ADDRESS`): the one `ray start` records in Ray's temp
+    directory (`ray_current_cluster`, under $RAY_TMPDIR or /tmp; `ray stop` removes it).
+    Without one, a `UserError`: the Rays that other programs started for themselves, which
+    Ray's own `auto` would join (see the module's docstring), are not joined."""
+    from ray._private.services import find_bootstrap_address  # private: Ray's own reading
+
+    recorded = find_bootstrap_address(None)
+    if recorded:
+        return recorded
+    if source == "RAY_ADDRESS":
+        advice = "unset RAY_ADDRESS to start a local Ray"
+    else:
+        advice = "drop --address to start a local Ray for this run"
+    raise UserError(
+        f"{source}=auto: no Ray was started on this machine with `ray start` (a Ray that "
+        "another program started for itself, such as another `rayrl train`, ends with that "
+        "program and is not joined); start one with `ray start --head`, pass the address "
+        f"of the Ray to join, or {advice}"
+    )
+
+
+def given(address: str, source: str, resolved: str | None = None) -> str:
+    """How an address is named in an error: where it came from, and for `auto` the address
+    it stood for."""
+    named = f"{source}={address}"
+    return named if resolved is None else f"{named} ({resolved}, recorded by `ray start`)"
+
+
 def check_reachable(
-    address: str, source: str = "--address", retry_s: float = REFUSED_RETRY_S
+    address: str,
+    source: str = "--address",
+    retry_s: float = REFUSED_RETRY_S,
+    *,
+    shown: str | None = None,
 ) -> None:
     """Raise a `UserError` naming `address` (and `source`, where it came from: `--address`
-    or `RAY_ADDRESS`) when nothing accepts a connection at its port within `retry_s`."""
+    or `RAY_ADDRESS`; or `shown`, what `given` made of them) when nothing accepts a
+    connection at its port within `retry_s`."""
     target = host_and_port(address)
     if target is None or os.environ.get(PROXY_SETTING, "0").lower() in ("1", "true"):
         return
@@ -91,19 +135,23 @@ def check_reachable(
         break
     valid = (
         "the address `ray start --head` printed (its GCS port, 6379 unless --port), "
-        "`ray://host:10001` for Ray Client, or `auto` for a Ray started on this machine"
+        "`ray://host:10001` for Ray Client, or `auto` for the Ray `ray start` started on this "
+        "machine"
     )
     if source == "RAY_ADDRESS":
         advice = f"unset RAY_ADDRESS to start a local Ray, or set it to {valid}"
     else:
         advice = f"pass {valid}"
-    raise UserError(f"cannot connect to the Ray cluster at {source}={address}: {reason}; {advice}")
+    named = shown or given(address, source)
+    raise UserError(f"cannot connect to the Ray cluster at {named}: {reason}; {advice}")
 
 
-def connect_failure(address: str, source: str, exc: BaseException) -> UserError:
-    """The error to end with when `ray.init` could not join `address` (given by `source`,
-    as for `check_reachable`): Ray's message and,
-    after it, each cause it chained (its own message says only that it failed), on one line."""
+def connect_failure(
+    address: str, source: str, exc: BaseException, *, shown: str | None = None
+) -> UserError:
+    """The error to end with when `ray.init` could not join `address` (named as for
+    `check_reachable`): Ray's message and, after it, each cause it chained (its own message
+    says only that it failed), on one line."""
     reasons: list[str] = []
     seen: set[int] = set()
     error: BaseException | None = exc
@@ -114,4 +162,5 @@ def connect_failure(address: str, source: str, exc: BaseException) -> UserError:
             reasons.append(text)
         error = error.__cause__
     why = ": ".join(reasons)
-    return UserError(f"cannot connect to the Ray cluster at {source}={address}: {why}")
+    named = shown or given(address, source)
+    return UserError(f"cannot connect to the Ray cluster at {named}: {why}")

@@ -54,7 +54,7 @@ from rayrl.algorithms import ALGORITHMS
 from rayrl.config import Config
 from rayrl.envs.spec import EnvSpec
 from rayrl.errors import ConfigError, UserError
-from rayrl.ray.address import check_reachable, connect_failure
+from rayrl.ray.address import AUTO, check_reachable, connect_failure, given, resolve_auto
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +81,10 @@ def requested_cpus(config: Config, learner_gpus: float) -> float:
 def connect(
     config: Config, address: str | None, dashboard: bool = False, cpus: float | None = None
 ) -> bool:
-    """Join the Ray at `address` (or $RAY_ADDRESS), or start a local one sized to this
-    machine, or to `cpus` (default: the run's actors') where that is more.
+    """Join the Ray at `address` (or $RAY_ADDRESS; `auto` is the Ray that `ray start`
+    started on this machine, never another program's own: `rayrl.ray.address`), or start a
+    local one sized to this machine, or to `cpus` (default: the run's actors') where that is
+    more.
 
     Returns True when this call connected (so the caller disconnects, and a local Ray it
     started is shut down with it); False when Ray was already initialized in this process
@@ -122,11 +124,16 @@ def connect(
                 raise
             raise UserError(local_start_timed_out(cores)) from None
         return True
-    check_reachable(address, source)
+    shown = given(address, source)
+    if address == AUTO:
+        address = resolve_auto(source)
+        shown = given(AUTO, source, address)
+        logger.info("joining the Ray that `ray start` started on this machine, at %s", address)
+    check_reachable(address, source, shown=shown)
     try:
         _init_keeping_sigterm_handler(address=address, logging_level=logging.WARNING)
     except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise connect_failure(address, source, exc) from None
+        raise connect_failure(address, source, exc, shown=shown) from None
     if token_auth_enabled() is False:
         logger.warning(
             "the Ray cluster at %s let this driver in without a token: it does not enforce "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 
@@ -202,6 +203,35 @@ def test_an_address_where_nothing_listens_ends_the_run_at_once(tmp_path):
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(f"error: cannot connect to the Ray cluster at --address={address}")
     assert "Connection refused" in line
+    assert not any(runs.glob("*"))  # no run directory is left behind
+
+
+def test_auto_does_not_join_a_ray_that_another_program_started_for_itself(tmp_path, ray_cluster):
+    """The suite's Ray is such a Ray: Ray's own `auto` would join it (any Ray it finds
+    running), and a run there would end when the suite does. With no Ray recorded by `ray
+    start` (an empty RAY_TMPDIR), `--address auto` is refused in one line."""
+    from ray._private.services import get_ray_address_from_environment
+
+    env = {**os.environ, "RAY_TMPDIR": str(tmp_path)}
+    env.pop("RAY_ADDRESS", None)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_TMPDIR", str(tmp_path))
+        patch.delenv("RAY_ADDRESS", raising=False)
+        assert get_ray_address_from_environment("auto", None) is not None  # Ray's fallback
+    runs = tmp_path / "runs"
+    train = [sys.executable, "-m", "rayrl.cli", "train", "--address", "auto"]
+    proc = subprocess.run(
+        [*train, "--set", f"run.runs_dir={runs}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(
+        "error: --address=auto: no Ray was started on this machine with `ray start`"
+    )
     assert not any(runs.glob("*"))  # no run directory is left behind
 
 

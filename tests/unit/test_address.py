@@ -10,7 +10,14 @@ import time
 import pytest
 
 from rayrl.errors import UserError
-from rayrl.ray.address import PROXY_SETTING, check_reachable, connect_failure, host_and_port
+from rayrl.ray.address import (
+    PROXY_SETTING,
+    check_reachable,
+    connect_failure,
+    given,
+    host_and_port,
+    resolve_auto,
+)
 from tests.ports import refusing_port
 
 
@@ -97,3 +104,28 @@ def test_a_failed_join_says_the_reason_ray_chained_to_its_error():
         "cannot connect to the Ray cluster at --address=10.0.0.5:6379: Failed to connect to "
         "Ray cluster at 10.0.0.5:6379: no raylet registered within 60 s"
     )
+
+
+def test_auto_is_the_ray_that_ray_start_recorded(tmp_path, monkeypatch):
+    """`ray start` writes its address to <Ray's temp dir>/ray_current_cluster."""
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text("10.0.0.5:6379\n")
+    assert resolve_auto() == "10.0.0.5:6379"
+    assert given("auto", "--address", "10.0.0.5:6379") == (
+        "--address=auto (10.0.0.5:6379, recorded by `ray start`)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "advice"),
+    [("--address", "drop --address to start"), ("RAY_ADDRESS", "unset RAY_ADDRESS to start")],
+)
+def test_auto_without_a_ray_started_by_ray_start_is_refused(tmp_path, monkeypatch, source, advice):
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    with pytest.raises(UserError) as error:
+        resolve_auto(source)
+    message = str(error.value)
+    assert message.startswith(f"{source}=auto: no Ray was started on this machine with `ray start`")
+    assert "ray start --head" in message
+    assert advice in message

@@ -3,6 +3,7 @@ evaluates (`rayrl.ray.launch`)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from types import SimpleNamespace
 
@@ -110,3 +111,30 @@ def test_a_ray_address_where_nothing_listens_ends_the_run_naming_the_variable(mo
             launch.connect(load_config("cartpole_ppo"), None)
     assert f"RAY_ADDRESS=127.0.0.1:{port}" in str(error.value)
     assert "unset RAY_ADDRESS to start a local Ray" in str(error.value)
+
+
+def test_auto_probes_the_address_ray_start_recorded_and_names_both(tmp_path, monkeypatch):
+    """`--address auto` stands for the address `ray start` recorded; where nothing listens
+    there any more (a head killed without `ray stop`), the error gives both."""
+    from rayrl.errors import UserError
+    from rayrl.presets import load_config
+    from rayrl.ray import address
+    from tests.ports import refusing_port
+
+    def joined(**kwargs):
+        raise AssertionError("ray.init was called for an address where nothing listens")
+
+    monkeypatch.setattr(launch.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(launch, "_init_keeping_sigterm_handler", joined)
+    refused_at_once = functools.partial(address.check_reachable, retry_s=0.0)
+    monkeypatch.setattr(launch, "check_reachable", refused_at_once)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    (tmp_path / "ray").mkdir()
+    with refusing_port() as (_, port):
+        (tmp_path / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{port}")
+        with pytest.raises(UserError) as error:
+            launch.connect(load_config("cartpole_ppo"), "auto")
+    assert str(error.value).startswith(
+        f"cannot connect to the Ray cluster at --address=auto (127.0.0.1:{port}, recorded by "
+        "`ray start`): nothing accepts connections"
+    )
