@@ -140,6 +140,8 @@ def train(
     config, run_dir = resolve(config, overrides, resume, resume_if_exists)
     if run_dir is None:
         validate(config)
+        payload: dict[str, Any] | None = None
+        counters = Counters()
         try:
             run_dir = RunDirectory.create(config, f"{_label(config)}")
         except OSError as error:
@@ -147,8 +149,6 @@ def train(
                 f"run.runs_dir={config.run.runs_dir!r}: cannot create a run directory there "
                 f"({error.strerror or error}); choose a directory this user can write to"
             ) from None
-        payload: dict[str, Any] | None = None
-        counters = Counters()
     else:
         if resume is not None:  # resume_if_exists: the user's own config names the env
             check_trusted_env(config, f"run directory '{run_dir.root}'", trust_env)
@@ -166,8 +166,10 @@ def train(
             raise
     try:
         return _train(config, run_dir, payload, counters, started_at, address, dashboard, recorders)
-    except UserError:
-        run_dir.remove_if_unused()  # a new run refused by a pre-flight check
+    except BaseException:
+        # a new run refused by a pre-flight check, or stopped (an interrupt, a failure)
+        # before it wrote anything: it leaves nothing behind
+        run_dir.remove_if_unused()
         raise
     finally:
         run_dir.release()

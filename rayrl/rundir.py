@@ -74,16 +74,18 @@ class RunDirectory:
                     f"run directory '{root}' already exists and is not empty; choose another "
                     f"run.name, or continue it with --resume {root}"
                 )
+            run.created = True
             run.write_config(config)
         except BaseException:
+            run.remove_if_unused()  # stopped while it wrote its config: nothing is left
             run.release()
             raise
-        run.created = True
         return run
 
     def remove_if_unused(self) -> None:
-        """Remove the directory that `create` made for a run refused by a pre-flight check,
-        if nothing but its config and lock is in it: a refused run leaves nothing behind."""
+        """Remove the directory that `create` made for a run refused by a pre-flight check
+        or stopped before it wrote anything, if nothing but its config and lock is in it: such
+        a run leaves nothing behind."""
         unused = {LOCK, self.config_path.name}
         if self.created and all(path.name in unused for path in self.root.iterdir()):
             self.release()

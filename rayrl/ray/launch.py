@@ -36,6 +36,7 @@ reading that fails (another Ray version) counts as "not known", never as an erro
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import ray
 import torch
 import yaml
@@ -216,13 +218,51 @@ def token_auth_enabled() -> bool | None:
 
 
 def _init_keeping_sigterm_handler(**kwargs: Any) -> None:
-    """`ray.init`, which installs its own SIGTERM handler (log and exit at once); a handler
-    the caller installed before (the CLI's: stop like Ctrl-C, with a final checkpoint) is
-    put back. Without one, Ray's stays."""
+    """`ray.init`, which installs its own SIGTERM handler first thing (`sys.exit(15)`); a
+    handler the caller installed before (the CLI's: stop like Ctrl-C, with a final
+    checkpoint) is put back. Without one, Ray's stays.
+
+    An interrupt while Ray starts (Ctrl-C, or SIGTERM under Ray's handler) stops what Ray
+    had started of a local Ray (its agents would outlive this process) and reaches the
+    caller as its own handler would have made it: a SIGTERM is handed to the caller's
+    handler (the CLI's raises `KeyboardInterrupt`) rather than ending the process without a
+    word."""
     previous = signal.getsignal(signal.SIGTERM)
-    ray.init(**kwargs)
-    if callable(previous) and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, previous)
+    main_thread = threading.current_thread() is threading.main_thread()
+    callers = previous if callable(previous) and main_thread else None
+    before = _descendants()
+    try:
+        ray.init(**kwargs)
+    except (KeyboardInterrupt, SystemExit) as interrupt:
+        if callers is not None:
+            signal.signal(signal.SIGTERM, callers)
+        started = _descendants() - before
+        with contextlib.suppress(Exception):  # a Ray stopped half-started may not shut down
+            ray.shutdown()
+        _kill(started)
+        ray_took_sigterm = isinstance(interrupt, SystemExit) and interrupt.code == signal.SIGTERM
+        if callers is not None and ray_took_sigterm:
+            callers(signal.SIGTERM, None)
+        raise
+    if callers is not None:
+        signal.signal(signal.SIGTERM, callers)
+
+
+def _descendants() -> set[psutil.Process]:
+    """This process's children and theirs: the processes a local Ray starts (its GCS, its
+    raylet and the raylet's agents)."""
+    with contextlib.suppress(psutil.Error):
+        return set(psutil.Process().children(recursive=True))
+    return set()
+
+
+def _kill(processes: set[psutil.Process]) -> None:
+    """Kill what a `ray.init` that was interrupted had started and `ray.shutdown` did not
+    stop: interrupted while it built its node, Ray has no record of the processes it
+    started (a raylet's dashboard and runtime-env agents outlived the driver, measured)."""
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
 
 
 Resources = Mapping[str, float]

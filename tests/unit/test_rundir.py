@@ -84,6 +84,19 @@ def test_a_run_started_again_from_the_beginning_keeps_no_row(tmp_path):
     assert run.last_evaluated_env_steps() is None
 
 
+def test_a_run_stopped_while_its_directory_is_made_leaves_none(tmp_path, monkeypatch):
+    """An interrupt (SIGTERM turned into KeyboardInterrupt) as the config is written."""
+
+    def interrupted(self, config):
+        (self.root / "config.yaml").write_text("half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunDirectory, "write_config", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        RunDirectory.create(config(tmp_path, "run.name=stopped"), "x")
+    assert not (tmp_path / "stopped").exists()
+
+
 def test_a_refused_new_run_leaves_no_directory_but_a_used_one_stays(tmp_path):
     refused = RunDirectory.create(config(tmp_path, "run.name=refused"), "x")
     refused.remove_if_unused()
