@@ -8,6 +8,7 @@ rayrl.evaluate(result.run_dir, episodes=10)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -26,7 +27,7 @@ from rayrl.evaluation import Evaluator
 from rayrl.normalization import normalization_mismatch, reward_normalization_mismatch
 from rayrl.presets import load_config, saved_config, with_overrides
 from rayrl.recorders import Recorder, Recorders, make_recorders
-from rayrl.run_lifecycle import TrainResult
+from rayrl.run_lifecycle import TrainResult, stop_if_interrupted
 from rayrl.run_writer import RunWriter
 from rayrl.rundir import RunDirectory
 from rayrl.session import Counters, TrainingSession
@@ -169,7 +170,8 @@ def train(
     except BaseException:
         # a new run refused by a pre-flight check, or stopped (an interrupt, a failure)
         # before it wrote anything: it leaves nothing behind
-        run_dir.remove_if_unused()
+        with contextlib.suppress(OSError):  # never in place of the error that ended it
+            run_dir.remove_if_unused()
         raise
     finally:
         run_dir.release()
@@ -244,6 +246,7 @@ def _train(
         else:
             from rayrl.ray.runtime import train_ray
 
+            stop_if_interrupted()  # one that came while Ray's modules were imported
             result = train_ray(config, session, payload, address=address, dashboard=dashboard)
         exit_code = result.exit_code
         return result

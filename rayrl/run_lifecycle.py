@@ -135,6 +135,14 @@ def handle_interrupts() -> None:
     signal.signal(signal.SIGTERM, _on_interrupt)
 
 
+def stop_if_interrupted() -> None:
+    """Raise the `KeyboardInterrupt` of a signal that came while the run started and that a
+    library swallowed (Ray's Cython modules ignore one raised while they are imported), so
+    that the run stops before it goes on to its next step."""
+    if _interrupted.is_set():
+        raise KeyboardInterrupt
+
+
 def _on_interrupt(signum: int, frame: object) -> None:
     _interrupted.set()
     raise KeyboardInterrupt

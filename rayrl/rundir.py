@@ -88,9 +88,11 @@ class RunDirectory:
         a run leaves nothing behind."""
         unused = {LOCK, self.config_path.name}
         if self.created and all(path.name in unused for path in self.root.iterdir()):
+            # the config goes while the lock is still held: a --resume-if-exists that
+            # takes the lock next finds no run there, not a run that loses its config
+            self.config_path.unlink(missing_ok=True)
             self.release()
-            for name in unused:
-                (self.root / name).unlink(missing_ok=True)
+            (self.root / LOCK).unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 self.root.rmdir()
 

@@ -77,7 +77,9 @@ def resolve_auto(source: str = "--address") -> str:
     directory (`ray_current_cluster`, under $RAY_TMPDIR or /tmp; `ray stop` removes it).
     Without one, a `UserError`: the Rays that other programs started for themselves, which
     Ray's own `auto` would join (see the module's docstring), are not joined."""
-    from ray._private.services import find_bootstrap_address  # private: Ray's own reading
+    # private, as Ray's own `auto` reads them
+    from ray._common.utils import get_ray_address_file
+    from ray._private.services import find_bootstrap_address, find_gcs_addresses
 
     recorded = find_bootstrap_address(None)
     if recorded:
@@ -86,11 +88,12 @@ def resolve_auto(source: str = "--address") -> str:
         advice = "unset RAY_ADDRESS to start a local Ray"
     else:
         advice = "drop --address to start a local Ray for this run"
+    others = sorted(find_gcs_addresses())
+    running = f" (running here, not joined: {', '.join(others)})" if others else ""
     raise UserError(
-        f"{source}=auto: no Ray was started on this machine with `ray start` (a Ray that "
-        "another program started for itself, such as another `rayrl train`, ends with that "
-        "program and is not joined); start one with `ray start --head`, pass the address "
-        f"of the Ray to join, or {advice}"
+        f"{source}=auto: no `ray start` Ray is recorded in {get_ray_address_file(None)}; a "
+        f"Ray another program started for itself ends with it{running}; start one with "
+        f"`ray start --head`, pass the address of the Ray to join, or {advice}"
     )
 
 

@@ -95,11 +95,14 @@ def connect(
     if ray.is_initialized():
         return False
     source = "--address"
-    if address is None and os.environ.get("RAY_ADDRESS"):
+    from_environment = os.environ.get("RAY_ADDRESS")
+    if address in (None, AUTO) and from_environment and from_environment != AUTO:
         # inside a Ray job (`ray job submit`), or a user who points every Ray program at a
-        # cluster: join it rather than start a second Ray
-        address, source = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
+        # cluster: join it rather than start a second Ray (Ray's own `auto` takes it first)
+        address, source = from_environment, "RAY_ADDRESS"
         logger.info("joining the Ray cluster at RAY_ADDRESS=%s", address)
+    elif address is None and from_environment == AUTO:
+        address, source = AUTO, "RAY_ADDRESS"
     if address is None:
         cores = os.cpu_count() or 1
         # a learner whose GPU request is decided once Ray is up counts as one on a CPU
@@ -126,14 +129,16 @@ def connect(
                 raise
             raise UserError(local_start_timed_out(cores)) from None
         return True
-    shown = given(address, source)
+    shown, joined = given(address, source), address
     if address == AUTO:
         address = resolve_auto(source)
         shown = given(AUTO, source, address)
         logger.info("joining the Ray that `ray start` started on this machine, at %s", address)
     check_reachable(address, source, shown=shown)
     try:
-        _init_keeping_sigterm_handler(address=address, logging_level=logging.WARNING)
+        # `auto` itself, now known to stand for the recorded address (Ray reads the record
+        # first), so that Ray turns on token authentication as it does for `auto` only
+        _init_keeping_sigterm_handler(address=joined, logging_level=logging.WARNING)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise connect_failure(address, source, exc, shown=shown) from None
     if token_auth_enabled() is False:
@@ -230,16 +235,19 @@ def _init_keeping_sigterm_handler(**kwargs: Any) -> None:
     previous = signal.getsignal(signal.SIGTERM)
     main_thread = threading.current_thread() is threading.main_thread()
     callers = previous if callable(previous) and main_thread else None
-    before = _descendants()
+    starts_local = kwargs.get("address") == "local"
+    before = _ray_descendants() if starts_local else set()
     try:
         ray.init(**kwargs)
     except (KeyboardInterrupt, SystemExit) as interrupt:
         if callers is not None:
             signal.signal(signal.SIGTERM, callers)
-        started = _descendants() - before
-        with contextlib.suppress(Exception):  # a Ray stopped half-started may not shut down
-            ray.shutdown()
-        _kill(started)
+        started = _ray_descendants() - before if starts_local else set()
+        try:
+            with contextlib.suppress(Exception):  # a Ray stopped half-started may not stop
+                ray.shutdown()
+        finally:  # also when a second interrupt cuts the shutdown short
+            _kill(started)
         ray_took_sigterm = isinstance(interrupt, SystemExit) and interrupt.code == signal.SIGTERM
         if callers is not None and ray_took_sigterm:
             callers(signal.SIGTERM, None)
@@ -248,12 +256,22 @@ def _init_keeping_sigterm_handler(**kwargs: Any) -> None:
         signal.signal(signal.SIGTERM, callers)
 
 
-def _descendants() -> set[psutil.Process]:
-    """This process's children and theirs: the processes a local Ray starts (its GCS, its
-    raylet and the raylet's agents)."""
+RAY_PACKAGE = os.path.dirname(ray.__file__)
+
+
+def _ray_descendants() -> set[psutil.Process]:
+    """This process's children and theirs that are Ray's: the processes a local Ray starts
+    (its GCS and raylet, binaries in Ray's package; the raylet's agents and Ray's monitors,
+    Ray's Python files; workers, titled `ray::...`), not the caller's own (a notebook's, a
+    data loader's)."""
+    found = set()
     with contextlib.suppress(psutil.Error):
-        return set(psutil.Process().children(recursive=True))
-    return set()
+        for process in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                command = process.cmdline()
+                if any(part.startswith(("ray::", RAY_PACKAGE)) for part in command):
+                    found.add(process)
+    return found
 
 
 def _kill(processes: set[psutil.Process]) -> None:

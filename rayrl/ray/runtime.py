@@ -17,7 +17,7 @@ from rayrl.ray.launch import (
     disconnect,
     evaluates_in_driver,
 )
-from rayrl.run_lifecycle import TrainResult
+from rayrl.run_lifecycle import TrainResult, stop_if_interrupted
 from rayrl.session import TrainingSession
 
 logger = logging.getLogger(__name__)
@@ -36,6 +36,7 @@ def train_ray(
     connected_here = connect(config, address, dashboard)
     session.metrics.phase_done("ray")
     try:
+        stop_if_interrupted()  # one that a library swallowed while Ray started
         spec = env_spec(config.env)
         learner_gpus = check_cluster(config, spec)
         in_driver = evaluates_in_driver(config.run.evaluator, cores_if_alone())

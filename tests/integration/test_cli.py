@@ -229,9 +229,8 @@ def test_auto_does_not_join_a_ray_that_another_program_started_for_itself(tmp_pa
     )
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
-    assert line.startswith(
-        "error: --address=auto: no Ray was started on this machine with `ray start`"
-    )
+    assert line.startswith("error: --address=auto: no `ray start` Ray is recorded in ")
+    assert f"(running here, not joined: {ray_cluster[0].address}" in line
     assert not any(runs.glob("*"))  # no run directory is left behind
 
 

@@ -15,44 +15,55 @@ from tests.ports import refusing_port
 
 SIGTERM_INSIDE_RAY_INIT = textwrap.dedent(
     """
-    import os, signal, sys, threading, time
+    import os, signal, sys, time
 
     import psutil
+    import ray._private.worker
 
     from rayrl.ray import launch
     from rayrl.run_lifecycle import handle_interrupts
 
-    def descendants():
-        return psutil.Process().children(recursive=True)
-
-    def agents_started():
-        for process in descendants():
+    def agents():
+        found = []
+        for process in psutil.Process().children(recursive=True):
             try:
                 if any("agent" in part for part in process.cmdline()):
-                    return True
+                    found.append(process)
             except psutil.Error:
                 pass
-        return False
+        return found
+
+    def lingering(process):
+        try:
+            return process.status() != psutil.STATUS_ZOMBIE  # a zombie waits for its parent
+        except psutil.NoSuchProcess:
+            return False
 
     seen = []
+    connect = ray._private.worker.connect
 
-    def terminate_once_the_agents_run():
-        while not agents_started():
-            time.sleep(0.02)
-        seen.extend(descendants())
+    def terminated_once_the_agents_run(*args, **kwargs):
+        # inside ray.init, its node started and this driver not yet connected
+        deadline = time.monotonic() + 60
+        while len(agents()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen.extend(psutil.Process().children(recursive=True))
         os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)  # the signal's handler raises here
+        return connect(*args, **kwargs)
 
+    ray._private.worker.connect = terminated_once_the_agents_run
     handle_interrupts()  # the CLI's: SIGTERM stops the run like Ctrl-C
-    threading.Thread(target=terminate_once_the_agents_run, daemon=True).start()
     try:
         launch._init_keeping_sigterm_handler(
             address="local", num_cpus=1, include_dashboard=False, logging_level="ERROR"
         )
     except KeyboardInterrupt:
         gone, alive = psutil.wait_procs(seen, timeout=15)
+        alive = [p for p in alive if lingering(p)]
         print(f"interrupted; {len(gone)} of Ray's processes gone, left: {alive}")
-        sys.exit(0 if seen and not alive else 3)
-    print("ray.init returned before the signal")
+        sys.exit(0 if len(seen) >= 4 and not alive else 3)
+    print("ray.init returned")
     sys.exit(4)
     """
 )

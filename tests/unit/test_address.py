@@ -126,6 +126,7 @@ def test_auto_without_a_ray_started_by_ray_start_is_refused(tmp_path, monkeypatc
     with pytest.raises(UserError) as error:
         resolve_auto(source)
     message = str(error.value)
-    assert message.startswith(f"{source}=auto: no Ray was started on this machine with `ray start`")
+    recorded = tmp_path / "ray" / "ray_current_cluster"
+    assert message.startswith(f"{source}=auto: no `ray start` Ray is recorded in {recorded}")
     assert "ray start --head" in message
     assert advice in message

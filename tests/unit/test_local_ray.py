@@ -138,3 +138,36 @@ def test_auto_probes_the_address_ray_start_recorded_and_names_both(tmp_path, mon
         f"cannot connect to the Ray cluster at --address=auto (127.0.0.1:{port}, recorded by "
         "`ray start`): nothing accepts connections"
     )
+
+
+@pytest.mark.parametrize(
+    ("environment", "joins"),
+    [(None, "auto"), ("auto", "auto"), ("LISTENING", "LISTENING")],
+)
+def test_auto_joins_the_recorded_ray_as_auto_unless_ray_address_names_one(
+    tmp_path, monkeypatch, environment, joins
+):
+    """With a `ray start` Ray recorded, `ray.init` gets `auto` itself (Ray turns on token
+    authentication for `auto` only, and reads the record first); a RAY_ADDRESS that names a
+    cluster goes before `--address auto`, as in Ray (inside `ray job submit`)."""
+    import socket
+
+    from rayrl.presets import load_config
+
+    calls = []
+    monkeypatch.setattr(launch.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(launch, "_init_keeping_sigterm_handler", lambda **k: calls.append(k))
+    monkeypatch.setattr(launch, "token_auth_enabled", lambda: True)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        address = f"127.0.0.1:{listening.getsockname()[1]}"
+        (tmp_path / "ray").mkdir()
+        (tmp_path / "ray" / "ray_current_cluster").write_text(address)
+        if environment is None:
+            monkeypatch.delenv("RAY_ADDRESS", raising=False)
+        else:
+            monkeypatch.setenv("RAY_ADDRESS", address if environment == "LISTENING" else "auto")
+        assert launch.connect(load_config("cartpole_ppo"), "auto")
+    assert calls[0]["address"] == (address if joins == "LISTENING" else "auto")

@@ -122,3 +122,18 @@ def test_both_files_drop_an_evaluation_recorded_after_the_checkpoint(tmp_path):
     run.cut_back(200)
     assert [row["env_steps"] for row in read_jsonl(run.metrics_path)] == [100]
     assert run.last_evaluated_env_steps() == 100
+
+
+def test_an_interrupt_a_library_swallowed_while_the_run_started_stops_it(tmp_path):
+    """Ray's Cython modules ignore a KeyboardInterrupt raised while they are imported; the
+    flag the CLI's handler sets still stops the run before it joins Ray, leaving nothing."""
+    import rayrl
+    from rayrl import run_lifecycle
+
+    run_lifecycle._interrupted.set()  # what the CLI's handler sets before it raises
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rayrl.train("cartpole_dqn", overrides=[f"run.runs_dir={tmp_path}"])
+    finally:
+        run_lifecycle._interrupted.clear()
+    assert not any(tmp_path.iterdir())
