@@ -280,16 +280,23 @@ def test_a_run_whose_schedules_span_its_budget_is_named_by_it(learning, tmp_path
     assert learning.RUN_NAME.fullmatch(ppo)
 
 
-def test_a_fresh_run_never_replaces_a_kept_record(learning, tmp_path, monkeypatch):
-    """A record whose run directory is elsewhere (another machine ran it) would be
-    overwritten by a fresh run of the same name: that run is refused before it starts."""
+def kept_elsewhere(learning, tmp_path, monkeypatch, planned: int):
+    """A record of seed 0's minatar_ppo Breakout run to `planned` env steps, its run
+    directory on another machine; `rayrl.train` replaced by a list of its calls."""
     records = tmp_path / "records"
     records.mkdir()
     kept = records / "minatar_ppo-Breakout-s0.json"
-    kept.write_text('{"planned_env_steps": 5000000}')
+    kept.write_text(f'{{"planned_env_steps": {planned}}}')
     monkeypatch.setattr(learning, "RECORDS", records)
-    started = []
+    started: list[dict] = []
     monkeypatch.setattr(learning.rayrl, "train", lambda *a, **k: started.append(k))
+    return kept, started
+
+
+def test_a_fresh_run_never_replaces_a_kept_record(learning, tmp_path, monkeypatch):
+    """A record whose run directory is elsewhere (another machine ran it) would be
+    overwritten by a fresh run of the same name: that run is refused before it starts."""
+    kept, started = kept_elsewhere(learning, tmp_path, monkeypatch, 5_000_000)
     with pytest.raises(SystemExit, match="keeps a run named minatar_ppo-Breakout-s0 whose"):
         learning.train(tmp_path / "runs", "minatar_ppo", [], "Breakout", 0, 5_000_000)
     assert started == []
@@ -301,13 +308,7 @@ def test_a_fresh_run_never_replaces_a_kept_record(learning, tmp_path, monkeypatc
 def test_a_longer_run_than_a_kept_record_is_a_run_of_its_own(learning, tmp_path, monkeypatch):
     """A 1M run kept only as a record cannot be continued to 5M: the 5M run starts afresh
     under a name with its budget, and the 1M record stays as it was."""
-    records = tmp_path / "records"
-    records.mkdir()
-    kept = records / "minatar_ppo-Breakout-s0.json"
-    kept.write_text('{"planned_env_steps": 1000000}')
-    monkeypatch.setattr(learning, "RECORDS", records)
-    started = []
-    monkeypatch.setattr(learning.rayrl, "train", lambda *a, **k: started.append(k))
+    kept, started = kept_elsewhere(learning, tmp_path, monkeypatch, 1_000_000)
     path = learning.train(tmp_path / "runs", "minatar_ppo", [], "Breakout", 0, 5_000_000)
     assert path.name == "minatar_ppo-Breakout-s0-5000000"
     assert "run.name=minatar_ppo-Breakout-s0-5000000" in started[0]["overrides"]
