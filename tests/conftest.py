@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,6 +122,20 @@ def hang_marker(tmp_path_factory):
     return tmp_path_factory.mktemp("hang") / "hang-now"
 
 
+@contextmanager
+def ray_temp_dir(path: str) -> Iterator[None]:
+    """RAY_TMPDIR set to `path` inside the block, and as it was after it."""
+    before = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = path
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["RAY_TMPDIR"]
+        else:
+            os.environ["RAY_TMPDIR"] = before
+
+
 @pytest.fixture(scope="session")
 def ray_cluster(hang_marker):
     """One Ray for the whole suite: a head node and a second node that declares a GPU (no
@@ -140,34 +156,47 @@ def ray_cluster(hang_marker):
     rayrl's network, and AOT autograd builds and runs its forward and backward graphs;
     inductor (decompositions, lowering, fusion, C++ code generation) is left out: torch's
     to test, and on 2 cores with an empty inductor cache (a fresh CI machine) about 33 CPU-s
-    and 28 s for the one test that compiles."""
+    and 28 s for the one test that compiles.
+
+    The cluster lives in a temp dir of its own (RAY_TMPDIR while it starts and stops):
+    `Cluster` records its address in Ray's temp dir, where `ray start` records its own and
+    which `ray.init()` and `--address auto` read, and deletes it when it stops. In /tmp/ray
+    it would hand a `ray start` head's users the suite's Ray for the suite's duration, and
+    then leave them no record of their head."""
     import ray
     from ray.cluster_utils import Cluster
 
     from rayrl.ray.launch import local_system_config
 
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 4,
-            "object_store_memory": 400 * 2**20,
-            "include_dashboard": False,
-            "_system_config": {**local_system_config(), "prestart_worker_first_driver": False},
-        },
-    )
-    gpu_node = cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=400 * 2**20)
-    cluster.wait_for_nodes()
-    ray.init(
-        address=cluster.address,
-        logging_level=logging.WARNING,
-        runtime_env={
-            "env_vars": {
-                "PYTHONPATH": str(REPO),
-                "RAYRL_TEST_HANG_FILE": str(hang_marker),
-                "TORCH_COMPILE_OVERRIDE_BACKENDS": COMPILE_BACKENDS,
-            }
-        },
-    )
+    temp_dir = tempfile.mkdtemp(prefix="rr-suite-", dir="/tmp")  # short: socket paths
+    with ray_temp_dir(temp_dir):
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 4,
+                "object_store_memory": 400 * 2**20,
+                "include_dashboard": False,
+                "_system_config": {
+                    **local_system_config(),
+                    "prestart_worker_first_driver": False,
+                },
+            },
+        )
+        gpu_node = cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=400 * 2**20)
+        cluster.wait_for_nodes()
+        ray.init(
+            address=cluster.address,
+            logging_level=logging.WARNING,
+            runtime_env={
+                "env_vars": {
+                    "PYTHONPATH": str(REPO),
+                    "RAYRL_TEST_HANG_FILE": str(hang_marker),
+                    "TORCH_COMPILE_OVERRIDE_BACKENDS": COMPILE_BACKENDS,
+                }
+            },
+        )
     yield cluster, gpu_node
     ray.shutdown()
-    cluster.shutdown()
+    with ray_temp_dir(temp_dir):
+        cluster.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)

@@ -6,6 +6,7 @@ import hashlib
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -233,6 +234,17 @@ def test_auto_does_not_join_a_ray_that_another_program_started_for_itself(tmp_pa
     running = line.partition("(running here, not joined: ")[2].partition(")")[0]
     assert ray_cluster[0].address in running.split(", ")
     assert not any(runs.glob("*"))  # no run directory is left behind
+
+
+def test_the_suites_ray_is_not_recorded_where_ray_start_records_its_head(ray_cluster):
+    """A contributor's `ray start` head keeps its record while the suite runs (and after:
+    `Cluster` deletes the record it wrote when it stops): `--address auto` and `ray.init()`
+    in their other programs still join their head, not the suite's Ray."""
+    from ray._common.utils import get_ray_address_file
+
+    record = Path(get_ray_address_file(None))
+    recorded = record.read_text().strip() if record.exists() else None
+    assert recorded != ray_cluster[0].address
 
 
 def test_a_run_saved_by_rayrl_0_1_evaluates_and_resumes(runner, finished_run):
