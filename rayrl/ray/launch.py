@@ -42,7 +42,7 @@ import math
 import os
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -228,13 +228,24 @@ def _init_keeping_sigterm_handler(**kwargs: Any) -> None:
     checkpoint) is put back. Without one, Ray's stays.
 
     An interrupt while Ray starts (Ctrl-C, or SIGTERM under Ray's handler) stops what Ray
-    had started of a local Ray (its agents would outlive this process) and reaches the
-    caller as its own handler would have made it: a SIGTERM is handed to the caller's
-    handler (the CLI's raises `KeyboardInterrupt`) rather than ending the process without a
-    word."""
+    had started of a local Ray (its agents would outlive this process). A SIGTERM is then
+    handed to the caller's handler, as if Ray had not taken it: one that raises (the CLI's
+    raises `KeyboardInterrupt`) stops the start with its exception; one that returns (a
+    handler that only notes the request, for the caller to act on later) keeps the process
+    going, so Ray is started again rather than the process ending with Ray's 15."""
     previous = signal.getsignal(signal.SIGTERM)
     main_thread = threading.current_thread() is threading.main_thread()
     callers = previous if callable(previous) and main_thread else None
+    while not _init_once(callers, **kwargs):
+        logger.warning(
+            "SIGTERM arrived while Ray was starting and its handler let the process go on: "
+            "Ray's partial start was stopped, and Ray is starting again"
+        )
+
+
+def _init_once(callers: Callable[[int, Any], Any] | None, **kwargs: Any) -> bool:
+    """One `ray.init` under `_init_keeping_sigterm_handler`'s rules; False when a SIGTERM
+    cut it short and the caller's handler returned (Ray is to be started again)."""
     starts_local = kwargs.get("address") == "local"
     before = _ray_descendants() if starts_local else set()
     try:
@@ -249,11 +260,13 @@ def _init_keeping_sigterm_handler(**kwargs: Any) -> None:
         finally:  # also when a second interrupt cuts the shutdown short
             _kill(started)
         ray_took_sigterm = isinstance(interrupt, SystemExit) and interrupt.code == signal.SIGTERM
-        if callers is not None and ray_took_sigterm:
-            callers(signal.SIGTERM, None)
-        raise
+        if callers is None or not ray_took_sigterm:
+            raise
+        callers(signal.SIGTERM, None)  # raises to stop the start, or returns to go on
+        return False
     if callers is not None:
         signal.signal(signal.SIGTERM, callers)
+    return True
 
 
 RAY_PACKAGE = os.path.dirname(ray.__file__)
