@@ -49,6 +49,7 @@ import rayrl
 from rayrl.checkpoint import load_checkpoint
 from rayrl.config import config_to_dict, preset_names
 from rayrl.errors import CheckpointError
+from rayrl.families.on_policy import OnPolicyConfig, budget_lr
 from rayrl.files import atomic_path, read_jsonl
 from rayrl.plot import curves_of, draw_curves, save_png
 from rayrl.presets import load_config, saved_config
@@ -348,9 +349,18 @@ def variant_overrides(path: Path) -> list[str]:
 
 def settings(config: dict) -> dict[str, object]:
     """The `SETTINGS` of a run's saved config (in today's layout, every default filled in),
-    as dotted keys."""
-    full = config_to_dict(saved_config(config))
-    return dotted({section: full[section] for section in SETTINGS})
+    as dotted keys. An on-policy run's `learner.lr` is the rate it starts at for its budget
+    (`algorithm.lr_reference_env_steps` and its exponent folded in, to 12 digits), so that a
+    run given that rate directly and one given a rate and its reference budget compare as
+    what they are: the same training."""
+    loaded = saved_config(config)
+    full = config_to_dict(loaded)
+    flat = dotted({section: full[section] for section in SETTINGS})
+    if isinstance(loaded.algorithm, OnPolicyConfig):
+        started_at = budget_lr(loaded.algorithm, loaded.learner, loaded.run)
+        flat["learner.lr"] = float(f"{started_at:.12g}")
+        del flat["algorithm.lr_reference_env_steps"], flat["algorithm.lr_budget_exponent"]
+    return flat
 
 
 def dotted(nested: dict, prefix: str = "") -> dict[str, object]:
@@ -383,9 +393,15 @@ def stale_settings(record: dict) -> list[str]:
             f"bench/learning_records/{record['run']}.json keeps no settings (it predates them): "
             "run `--report` where its run directory is, to write them"
         )
-    game = [f"env.id=MinAtar/{record['game']}-v1"]
+    # the game, and the budget that an on-policy run's starting rate depends on
+    run_of_record = [
+        f"env.id=MinAtar/{record['game']}-v1",
+        f"run.total_env_steps={record['planned_env_steps']}",
+    ]
     now = settings(
-        config_to_dict(load_config(preset_of(record["variant"]), [*record["overrides"], *game]))
+        config_to_dict(
+            load_config(preset_of(record["variant"]), [*record["overrides"], *run_of_record])
+        )
     )
     # the record's own settings, under today's names (`rayrl.renamed_keys`), with the
     # defaults of the fields it predates

@@ -204,7 +204,8 @@ class LearnerConfig:
     optimizer: Literal["adam", "rmsprop"] = "adam"
     """The optimizer of every learner."""
     lr: float = bounded(1e-3, gt=0.0)
-    """Learning rate."""
+    """Learning rate (on-policy: scaled for the run's budget when
+    `algorithm.lr_reference_env_steps` is set)."""
     optimizer_eps: float = bounded(1e-8, gt=0.0)
     """Adam's (or RMSprop's) epsilon."""
     rmsprop_alpha: float = bounded(0.99, gt=0.0, lt=1.0)

@@ -35,7 +35,13 @@ from rayrl.config import LearnerConfig, RunConfig
 from rayrl.contract import Algorithm
 from rayrl.core import Unrolls, UpdateResult
 from rayrl.envs.spec import EnvSpec
-from rayrl.families.on_policy import ON_POLICY, OnPolicyConfig, planned_updates, policy_lag
+from rayrl.families.on_policy import (
+    ON_POLICY,
+    OnPolicyConfig,
+    budget_lr,
+    planned_updates,
+    policy_lag,
+)
 from rayrl.seeding import derive_seed
 from rayrl.strict import bounded
 
@@ -82,7 +88,9 @@ class ImpalaLearner(TorchLearner):
         self.network = self.acting_network = make_actor_critic(algo, spec).to(self.device)
         wrapped = self.all_reduced(self.network)
         self.wrapped_network = torch.compile(wrapped) if algo.compile else wrapped
-        self.optimizer = self.make_optimizer(self.network.parameters())
+        self.optimizer = self.make_optimizer(
+            self.network.parameters(), budget_lr(algo, settings, run)
+        )
         self.scheduler = linear_decay(
             self.optimizer, planned_updates(algo, settings, run), algo.lr_decay
         )

@@ -47,7 +47,13 @@ from rayrl.contract import Algorithm
 from rayrl.core import Unrolls, UpdateResult
 from rayrl.envs.spec import EnvSpec
 from rayrl.errors import ConfigError
-from rayrl.families.on_policy import ON_POLICY, OnPolicyConfig, planned_updates, policy_lag
+from rayrl.families.on_policy import (
+    ON_POLICY,
+    OnPolicyConfig,
+    budget_lr,
+    planned_updates,
+    policy_lag,
+)
 from rayrl.seeding import derive_seed
 from rayrl.strict import bounded
 
@@ -230,7 +236,9 @@ class PPOLearner(TorchLearner):
         self.algo = algo
         self.network = self.acting_network = make_actor_critic(algo, spec).to(self.device)
         self.wrapped_network = self.all_reduced(self.network)
-        self.optimizer = self.make_optimizer(self.network.parameters())
+        self.optimizer = self.make_optimizer(
+            self.network.parameters(), budget_lr(algo, settings, run)
+        )
         self.total_updates = planned_updates(algo, settings, run)
         self.scheduler = linear_decay(self.optimizer, self.total_updates, algo.lr_decay)
         self.shuffle = torch.Generator().manual_seed(seed)

@@ -4,6 +4,7 @@ within one update), with unrolls too old for the learner dropped and counted."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -56,6 +57,19 @@ class OnPolicyConfig(AlgorithmConfig):
     policy close to uniform) and 1 on the value head, zero biases; an LSTM core keeps torch's
     default, as sb3-contrib's RecurrentPPO leaves it. False: torch's default for every
     layer."""
+    lr_reference_env_steps: int | None = bounded(None, ge=1)
+    """The budget (env steps) `learner.lr` was tuned at. A run of another budget
+    (`run.total_env_steps`) trains at learner.lr x (lr_reference_env_steps /
+    run.total_env_steps) ** lr_budget_exponent: a smaller rate for a longer budget, a larger
+    one for a shorter budget. With the rate decayed over the budget, a run five times as long
+    at the same rate takes five times the steps at every stage of the decay, and the rate
+    that learns best falls as the budget grows (Bjorck et al. 2025, "Scaling Optimal LR
+    Across Token Horizons", for language models; MinAtar in docs/learning.md). None:
+    learner.lr at every budget."""
+    lr_budget_exponent: float = bounded(0.25, gt=0.0, le=1.0)
+    """The power of the budget ratio in `lr_reference_env_steps`' scaling. 0.25 is what
+    minatar_impala's studies found: the best rate of 64 unrolls per update was 3e-3 at 1M env
+    steps and 2e-3 at 5M (docs/learning.md)."""
     eval_policy: Literal["sample", "greedy"] = "sample"
     """How evaluation acts: "sample" from the policy, as the IMPALA and PPO papers'
     evaluations do, or "greedy" (the most likely action, the mean for continuous ones)."""
@@ -104,6 +118,15 @@ def planned_updates(algo: OnPolicyConfig, learner: LearnerConfig, run: RunConfig
     of linear schedules."""
     steps_per_update = learner.batch_size * algo.steps_per_chunk * learner.num_learners
     return max(1, run.total_env_steps // steps_per_update)
+
+
+def budget_lr(algo: OnPolicyConfig, learner: LearnerConfig, run: RunConfig) -> float:
+    """The learning rate a run starts at: `learner.lr`, scaled for a budget other than the
+    one it was tuned at (`algorithm.lr_reference_env_steps`)."""
+    reference = algo.lr_reference_env_steps
+    if reference is None:
+        return learner.lr
+    return learner.lr * math.pow(reference / run.total_env_steps, algo.lr_budget_exponent)
 
 
 def policy_lag(batch: Unrolls, learner_version: int) -> float:

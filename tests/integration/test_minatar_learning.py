@@ -12,8 +12,9 @@ with the critic of its own and normalised rewards the preset has since 2026-11-2
 at 106k in one process (41 s), IMPALA 3.0 at 400k with the Ray runtime (10 episodes, 8k env
 steps/s); their target is 3 (a paddle that returns the ball a few times), their budgets more
 than twice that. IMPALA in one process reached 3 at 100k, 100k and 75k env steps (seeds 0-2,
-13-17 s each), and since its preset replays each batch 4 times (`algorithm.epochs`,
-2026-11-28) at 25k, 50k and 25k (12-17 s each). DQN with the paper's one update per env step
+13-17 s each), since its preset replays each batch 4 times (`algorithm.epochs`, 2026-11-28)
+at 25k, 50k and 25k (12-17 s each), and with 64 unrolls per update at the rate scaled for
+this budget (2026-12-06) at 50k, 50k and 25k. DQN with the paper's one update per env step
 runs at about 230 env steps/s here (a batch-32 update of the small CNN costs about 6 ms on
 this CPU), too slow for CI: its test keeps the preset's network, optimizer and loss and
 changes only the pace (4x fewer updates per insert, a shorter warm-up and exploration

@@ -8,8 +8,10 @@ from rayrl.contract import PersistentStore
 from rayrl.envs import env_spec
 from rayrl.errors import ConfigError
 from rayrl.families import OFF_POLICY, ON_POLICY
+from rayrl.families.on_policy import planned_updates
 from rayrl.presets import load_config
 from rayrl.processing import NStepProcessor, UnrollProcessor
+from tests.parts import learner_for
 
 
 def test_off_policy_builds_n_step_processing_and_a_replay_that_can_be_saved():
@@ -80,3 +82,60 @@ def test_a_sampling_pace_the_learner_could_never_publish_under_is_refused(overri
     """The workers would wait for weights that need unrolls they may not sample."""
     with pytest.raises(ConfigError, match=message):
         load_config("minatar_ppo", ["algorithm.sample_ahead_updates=1", *overrides])
+
+
+@pytest.mark.parametrize("preset", ["cartpole_impala", "cartpole_ppo"])
+@pytest.mark.parametrize(
+    ("reference", "exponent", "budget", "scale"),
+    [
+        (None, 0.25, 4000, 1.0),
+        (1000, 0.25, 1000, 1.0),
+        (1000, 0.25, 16000, 0.5),
+        (1000, 0.5, 4000, 0.5),
+        (1000, 0.5, 9000, 1 / 3),
+        (4000, 0.5, 1000, 2.0),
+    ],
+)
+def test_a_run_starts_at_the_rate_scaled_from_its_reference_budget_to_its_own(
+    preset, reference, exponent, budget, scale
+):
+    """`algorithm.lr_reference_env_steps`: a budget sixteen times the reference starts at half
+    the rate with the exponent of 1/4, four times at half with 1/2, a quarter of it at twice;
+    the linear decay then runs from the rate it starts at, and a restored learner keeps it."""
+    overrides = [
+        "learner.lr=0.002",
+        f"algorithm.lr_reference_env_steps={'null' if reference is None else reference}",
+        f"algorithm.lr_budget_exponent={exponent}",
+        f"run.total_env_steps={budget}",
+        "algorithm.lr_decay=true",
+    ]
+    config = load_config(preset, overrides)
+    spec = env_spec(config.env)
+    learner = learner_for(config, spec)
+    assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(0.002 * scale)
+    learner.scheduler.step()  # one update's decay
+    total = planned_updates(config.algorithm, config.learner, config.run)
+    assert learner.scheduler.get_last_lr()[0] == pytest.approx(0.002 * scale * (1 - 1 / total))
+    restored = learner_for(config, spec)
+    restored.load_state_dict(learner.state_dict())
+    assert restored.scheduler.get_last_lr()[0] == pytest.approx(0.002 * scale * (1 - 1 / total))
+
+
+def test_a_run_resumed_with_a_larger_budget_goes_on_at_the_rate_scaled_for_it():
+    """Resuming with a larger `run.total_env_steps` scales the rate for the new budget (the
+    checkpoint's rate is not kept), from the restored step of the stretched decay."""
+    overrides = [
+        "learner.lr=0.002",
+        "algorithm.lr_reference_env_steps=1000",
+        "algorithm.lr_budget_exponent=0.5",
+        "algorithm.lr_decay=true",
+    ]
+    short = load_config("cartpole_impala", [*overrides, "run.total_env_steps=4000"])
+    longer = load_config("cartpole_impala", [*overrides, "run.total_env_steps=9000"])
+    spec = env_spec(short.env)
+    learner = learner_for(short, spec)
+    learner.scheduler.step()
+    resumed = learner_for(longer, spec)
+    resumed.load_state_dict(learner.state_dict())
+    total = planned_updates(longer.algorithm, longer.learner, longer.run)
+    assert resumed.scheduler.get_last_lr()[0] == pytest.approx(0.002 / 3 * (1 - 1 / total))

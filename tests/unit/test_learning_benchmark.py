@@ -193,6 +193,43 @@ def test_a_record_whose_preset_changed_since_is_refused(learning, tmp_path, monk
     assert learning.stale_settings(run)[0].startswith("algorithm.steps_per_chunk: ")
 
 
+def test_a_rate_given_directly_names_the_row_of_the_same_rate_scaled_for_the_budget(learning):
+    """An on-policy run given learner.lr x (1M / 5M) ** 0.5 directly trains as the same preset
+    with `algorithm.lr_reference_env_steps=1000000` and the exponent 0.5 does at 5M: its
+    record names that row. A 5M run at the unscaled rate does not, and at 1M the reference
+    changes nothing."""
+    from rayrl.config import config_to_dict
+    from rayrl.presets import load_config
+
+    game = ["env.id=MinAtar/SpaceInvaders-v1"]
+    scaled = 0.002 * math.sqrt(1_000_000 / 5_000_000)
+
+    def trained_as(lr: float, budget: int) -> dict:
+        overrides = [
+            f"learner.lr={lr!r}",
+            "algorithm.lr_reference_env_steps=null",  # the rate given directly
+            f"run.total_env_steps={budget}",
+            *game,
+        ]
+        saved = config_to_dict(load_config("minatar_impala", overrides))
+        return {
+            **record(learning, planned=budget, game="SpaceInvaders"),
+            "variant": "minatar_impala+ref",
+            "overrides": [
+                "learner.lr=0.002",
+                "algorithm.lr_reference_env_steps=1000000",
+                "algorithm.lr_budget_exponent=0.5",
+            ],
+            "settings": json.loads(json.dumps(learning.settings(saved))),
+        }
+
+    assert learning.stale_settings(trained_as(float(f"{scaled:.16g}"), 5_000_000)) == []
+    assert learning.stale_settings(trained_as(0.002, 5_000_000)) == [
+        f"learner.lr: 0.002, now {float(f'{scaled:.12g}')!r}"
+    ]
+    assert learning.stale_settings(trained_as(0.002, 1_000_000)) == []
+
+
 def test_a_setting_of_speed_alone_leaves_a_record_what_it_was(learning):
     """A run with `learner.compile_optimizer` (the same arithmetic, faster) still names its
     preset's row; a change of what it learns does not."""
