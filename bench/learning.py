@@ -5,7 +5,7 @@ Runs one (preset, game, seed) at a time with the Ray runtime, each in its own ru
 under --runs (default bench/results/learning, not committed), so that a table can grow
 across sittings: a run that was stopped resumes from its last checkpoint, one that reached
 its budget is skipped, and a larger budget continues it, unless the preset's schedules span
-the budget (minatar_impala decays its learning rate over it): such a run is the run of its
+the budget or its rate is scaled for it (minatar_impala does both): such a run is the run of its
 budget only, and its name carries the budget (minatar_impala-Breakout-s0-5000000), so that
 one seed's runs to 1M and to 5M are two runs. A run whose record is kept but whose directory
 is not under --runs (it ran on another machine) is refused rather than replaced; a larger
@@ -225,12 +225,15 @@ def preset_of(variant: str) -> str:
 
 def budget_scheduled(config: dict) -> bool:
     """Whether the run's schedules (learning rate, PPO's clip range and entropy bonus) are
-    spread over its budget, so that the run is only the run of that budget at its end."""
+    spread over its budget, or its learning rate is scaled for it
+    (`algorithm.lr_reference_env_steps`), so that the run is only the run of that budget at
+    its end."""
     algorithm = config["algorithm"]
     return bool(
         algorithm.get("lr_decay")
         or algorithm.get("clip_anneal")
         or algorithm.get("entropy_coef_final") is not None
+        or algorithm.get("lr_reference_env_steps") is not None
     )
 
 

@@ -115,13 +115,16 @@ def test_a_run_starts_at_the_rate_scaled_from_its_reference_budget_to_its_own(
     assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(0.002 * scale)
     learner.scheduler.step()  # one update's decay
     total = planned_updates(config.algorithm, config.learner, config.run)
-    assert learner.scheduler.get_last_lr()[0] == pytest.approx(0.002 * scale * (1 - 1 / total))
+    decayed = 0.002 * scale * (1 - 1 / total)
+    assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(decayed)
     restored = learner_for(config, spec)
     restored.load_state_dict(learner.state_dict())
-    assert restored.scheduler.get_last_lr()[0] == pytest.approx(0.002 * scale * (1 - 1 / total))
+    assert restored.optimizer.param_groups[0]["lr"] == pytest.approx(decayed)
+    assert restored.scheduler.get_last_lr()[0] == pytest.approx(decayed)
 
 
-def test_a_run_resumed_with_a_larger_budget_goes_on_at_the_rate_scaled_for_it():
+@pytest.mark.parametrize("preset", ["cartpole_impala", "cartpole_ppo"])
+def test_a_run_resumed_with_a_larger_budget_goes_on_at_the_rate_scaled_for_it(preset):
     """Resuming with a larger `run.total_env_steps` scales the rate for the new budget (the
     checkpoint's rate is not kept), from the restored step of the stretched decay."""
     overrides = [
@@ -130,12 +133,20 @@ def test_a_run_resumed_with_a_larger_budget_goes_on_at_the_rate_scaled_for_it():
         "algorithm.lr_budget_exponent=0.5",
         "algorithm.lr_decay=true",
     ]
-    short = load_config("cartpole_impala", [*overrides, "run.total_env_steps=4000"])
-    longer = load_config("cartpole_impala", [*overrides, "run.total_env_steps=9000"])
+    short = load_config(preset, [*overrides, "run.total_env_steps=4000"])
+    longer = load_config(preset, [*overrides, "run.total_env_steps=9000"])
     spec = env_spec(short.env)
     learner = learner_for(short, spec)
     learner.scheduler.step()
     resumed = learner_for(longer, spec)
     resumed.load_state_dict(learner.state_dict())
     total = planned_updates(longer.algorithm, longer.learner, longer.run)
-    assert resumed.scheduler.get_last_lr()[0] == pytest.approx(0.002 / 3 * (1 - 1 / total))
+    decayed = 0.002 / 3 * (1 - 1 / total)
+    assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(decayed)
+    assert resumed.scheduler.get_last_lr()[0] == pytest.approx(decayed)
+
+
+def test_an_exponent_without_a_reference_budget_is_refused():
+    """`algorithm.lr_budget_exponent` alone would scale nothing: named, before any work."""
+    with pytest.raises(ConfigError, match=r"algorithm\.lr_budget_exponent=0\.5 scales nothing"):
+        load_config("cartpole_ppo", ["algorithm.lr_budget_exponent=0.5"])

@@ -193,6 +193,15 @@ def test_a_record_whose_preset_changed_since_is_refused(learning, tmp_path, monk
     assert learning.stale_settings(run)[0].startswith("algorithm.steps_per_chunk: ")
 
 
+def test_a_rate_scaled_for_the_budget_makes_the_run_one_of_its_budget(learning):
+    """A constant rate scaled for the budget (`algorithm.lr_reference_env_steps`) is a rate of
+    that budget: a 1M run is not continued to 5M under the same name."""
+    constant = {"algorithm": {"lr_decay": False}}
+    scaled = {"algorithm": {"lr_decay": False, "lr_reference_env_steps": 1_000_000}}
+    assert not learning.budget_scheduled(constant)
+    assert learning.budget_scheduled(scaled)
+
+
 def test_a_rate_given_directly_names_the_row_of_the_same_rate_scaled_for_the_budget(learning):
     """An on-policy run given learner.lr x (1M / 5M) ** 0.5 directly trains as the same preset
     with `algorithm.lr_reference_env_steps=1000000` and the exponent 0.5 does at 5M: its
