@@ -2,7 +2,7 @@
 #
 #   docker build -t rayrl:0.1.0 .                                      # CPU nodes
 #   docker build --build-arg VARIANT=gpu -t rayrl:0.1.0-gpu .          # GPU nodes (CUDA torch)
-#   docker build --build-arg EXTRAS= -t rayrl:0.1.0-slim .             # without MinAtar, MuJoCo
+#   docker build --build-arg EXTRAS=cluster -t rayrl:0.1.0-slim .      # without MinAtar, MuJoCo
 #
 # The base is Ray's official image at the Ray version rayrl is tested with, so the Ray
 # inside the container matches the Ray of the cluster it joins (a mismatch refuses to
@@ -28,9 +28,10 @@ RUN if [ "$VARIANT" = "cpu" ]; then \
     fi
 # The README's install command.
 RUN pip install .
-# The env families whose packages are extras: MinAtar (the sweeps' and learning presets'
-# games) and MuJoCo (continuous control). `--build-arg EXTRAS=` leaves them out.
-ARG EXTRAS=minatar,mujoco
+# The extras: Ray's dashboard and job server (`cluster`: every node of a cluster runs
+# them), and the env families MinAtar (the sweeps' and learning presets' games) and MuJoCo
+# (continuous control). `--build-arg EXTRAS=cluster` leaves the env families out.
+ARG EXTRAS=cluster,minatar,mujoco
 RUN if [ -n "$EXTRAS" ]; then pip install ".[$EXTRAS]"; fi
 
 # Ray's own entry points (ray start, ray job submit) stay the image's commands; rayrl's

@@ -18,7 +18,7 @@ round also runs that commit's rayrl, as "before" (its code ahead of the installe
 
 `--busy-loops N` runs N busy loops at normal priority throughout (a machine that is also
 doing something else); `RAY_worker_niceness=15` in the environment gives rayrl's actors
-Ray's own priority instead of the command's (`rayrl.ray.launch.local_system_config`).
+Ray's own priority instead of the command's (`rayrl.ray.connect.local_system_config`).
 
     python bench/vs_plain_loop.py --algorithm dqn --env-steps 60000 --repeats 3
     python bench/vs_plain_loop.py --algorithm ppo --env-steps 500000 --repeats 3
@@ -42,7 +42,7 @@ from pathlib import Path
 
 from common import baseline_env, machine, median_range
 
-from rayrl.ray.launch import WORKER_NICENESS_ENV
+from rayrl.ray.connect import WORKER_NICENESS_ENV
 
 BENCH = Path(__file__).resolve().parent
 

@@ -24,6 +24,7 @@ from rayrl.core import EvalResult
 from rayrl.envs import check_env, check_normalization, env_spec, eval_env_config
 from rayrl.errors import CheckpointError, ConfigError, UserError
 from rayrl.evaluation import Evaluator
+from rayrl.host import check_supported
 from rayrl.normalization import normalization_mismatch, reward_normalization_mismatch
 from rayrl.presets import load_config, saved_config, with_overrides
 from rayrl.recorders import Recorder, Recorders, make_recorders
@@ -137,6 +138,7 @@ def train(
     they refuse leaves its config and metrics as they were; a new run they refuse leaves no
     directory behind).
     """
+    check_supported()
     started_at = time.time() if started_at is None else started_at
     config, run_dir = resolve(config, overrides, resume, resume_if_exists)
     if run_dir is None:
@@ -288,6 +290,7 @@ def evaluate(
     A checkpoint's config names the env to build. A "module:EnvId" id imports that module,
     which runs its code, so such a checkpoint is refused unless `trust_env` (a checkpoint
     from a W&B artifact or a colleague could otherwise run anything on `sys.path`)."""
+    check_supported()
     checkpoint = checkpoint_path(path, which)
     payload = load_checkpoint(checkpoint)
     config = saved_config(payload["config"])

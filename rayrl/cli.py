@@ -15,8 +15,9 @@ from typing import Any, NoReturn
 
 import click
 
+from rayrl.compat.interpreter import EXIT_INTERRUPTED, exit_code_of, exit_now
 from rayrl.errors import UserError
-from rayrl.quick_exit import EXIT_INTERRUPTED, exit_code_of, exit_now
+from rayrl.host import check_supported
 
 EXIT_USER_ERROR = 2
 
@@ -33,6 +34,7 @@ def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             datefmt="%H:%M:%S",
         )
         try:
+            check_supported()
             return command(*args, **kwargs)
         except UserError as exc:
             if debug:
@@ -77,7 +79,7 @@ def main() -> None:
 
 def run(prog_name: str | None = None) -> NoReturn:
     """The console script (and `python -m rayrl`): `main`, then an exit that skips the
-    interpreter's finalization (`rayrl.quick_exit`)."""
+    interpreter's finalization (`rayrl.compat.interpreter`)."""
     code = 0
     try:
         main(prog_name=prog_name)

@@ -19,7 +19,6 @@ RUN_DIR/
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import math
@@ -31,6 +30,7 @@ from typing import IO, Any
 from rayrl.config import Config, config_to_yaml, read_source
 from rayrl.errors import UserError
 from rayrl.files import append_line, atomic_path, read_jsonl
+from rayrl.host import try_lock
 
 logger = logging.getLogger(__name__)
 
@@ -109,17 +109,17 @@ class RunDirectory:
         that a second run or a second --resume cannot write into it at the same time."""
         handle = open(self.root / LOCK, "a+")  # noqa: SIM115 -- held for the run
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            if not isinstance(error, BlockingIOError):  # a filesystem without locks (NFS)
-                logger.warning(
-                    "could not lock run directory %s (%s); nothing stops a second process "
-                    "from writing into it",
-                    self.root,
-                    error,
-                )
-                handle.close()
-                return
+            taken = try_lock(handle)
+        except OSError as error:  # a filesystem without locks (NFS)
+            logger.warning(
+                "could not lock run directory %s (%s); nothing stops a second process "
+                "from writing into it",
+                self.root,
+                error,
+            )
+            handle.close()
+            return
+        if not taken:
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
             handle.close()

@@ -166,7 +166,7 @@ def ray_cluster(hang_marker):
     import ray
     from ray.cluster_utils import Cluster
 
-    from rayrl.ray.launch import local_system_config
+    from rayrl.ray.connect import local_system_config
 
     temp_dir = tempfile.mkdtemp(prefix="rr-suite-", dir="/tmp")  # short: socket paths
     with ray_temp_dir(temp_dir):

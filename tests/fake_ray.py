@@ -48,12 +48,8 @@ class Call:
         return self.refs[0]
 
 
-class _Id:
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    def hex(self) -> str:
-        return self.value
+OWN_ID = "(the actor's own id)"
+"""A behaviour for `actor_id`: the call answers at once with the actor's id."""
 
 
 class _Method:
@@ -68,7 +64,9 @@ class _Method:
         refs = tuple(FakeRef(f"{self.actor.name}.{self.name}#{i}") for i in range(count))
         self.actor.calls.append(Call(self.name, args, self._options, refs))
         behaviour = self.actor.behaviour.get(self.name)
-        if behaviour is not None:  # answer at once, as Ray would once the call ran
+        if behaviour is OWN_ID:
+            refs[0].resolve(self.actor.id)
+        elif behaviour is not None:  # answer at once, as Ray would once the call ran
             # Ray hands a method the values of the references it is called with
             values = [a.value if isinstance(a, FakeRef) else a for a in args]
             result = behaviour(*values)
@@ -82,17 +80,14 @@ class FakeActor:
         """`behaviour` maps method names to functions computing their results from the
         call's arguments; calls to other methods wait for the test to resolve them."""
         self.name = name
-        self._actor_id = _Id(f"{name}-{next(_ids)}")
+        self.id = f"{name}-{next(_ids)}"
+        """What Ray's errors name the actor by (`RayActorError.actor_id`)."""
         self.calls: list[Call] = []
         self.killed = False
         self.behaviour = behaviour or {}
 
-    @property
-    def id(self) -> str:
-        return self._actor_id.hex()
-
     def __getattr__(self, name: str) -> _Method:
-        if name.startswith("_") and name != "__ray_ready__":
+        if name.startswith("_"):
             raise AttributeError(name)
         return _Method(self, name)
 
@@ -140,9 +135,12 @@ class FakeFactory:
     made: list[FakeActor] = field(default_factory=list)
     experience_restores: list[Any] = field(default_factory=list)
 
-    def _make(self, name: str) -> FakeActor:
+    def _make(self, name: str, answers_id: bool = False) -> FakeActor:
+        """`answers_id`: its `actor_id` answers at once (unless its role's behaviour says
+        otherwise); else the test answers it, as the moment the actor has started."""
         role = name.split("-")[0].split(".")[0]
-        actor = FakeActor(name, self.behaviours.get(role))
+        behaviour = {"actor_id": OWN_ID} if answers_id else {}
+        actor = FakeActor(name, {**behaviour, **self.behaviours.get(role, {})})
         self.made.append(actor)
         return actor
 
@@ -155,7 +153,8 @@ class FakeFactory:
 
     def learners(self, store: Any, start: Any, incarnation: int = 0) -> list[FakeActor]:
         learners = [
-            self._make(f"learner-{rank}.{incarnation}") for rank in range(self.num_learners)
+            self._make(f"learner-{rank}.{incarnation}", answers_id=True)
+            for rank in range(self.num_learners)
         ]
         for learner in learners:
             learner.start = start  # type: ignore[attr-defined]

@@ -141,7 +141,7 @@ class ImpalaLearner(TorchLearner):
             parts["grad_norm"] = self.step(parts["loss"], self.optimizer, self.network.parameters())
             passes.append(torch.stack(list(parts.values())).detach())
         # the rate this update used (a tensor when the step is compiled)
-        lr = float(self.scheduler.get_last_lr()[0])
+        lr = float(self.optimizer.param_groups[0]["lr"])
         self.scheduler.step()
         lag = policy_lag(batch, self.updates)
         self.updates += 1

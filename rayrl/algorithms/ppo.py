@@ -335,7 +335,7 @@ class PPOLearner(TorchLearner):
                 for name, value in parts.items():
                     metrics.setdefault(name, []).append(value.detach())
         # the rate this update used (a tensor when the step is compiled)
-        lr = float(self.scheduler.get_last_lr()[0])
+        lr = float(self.optimizer.param_groups[0]["lr"])
         self.scheduler.step()
         lag = policy_lag(batch, self.updates)
         self.updates += 1

@@ -33,6 +33,7 @@ import torch.distributed as dist
 from torch import nn
 
 from rayrl.algorithms.networks import load_numpy_state_dict, numpy_state_dict, resolve_device
+from rayrl.compat import torch_internals
 from rayrl.config import LearnerConfig
 from rayrl.core import ModelInfo, NonFiniteSteps
 
@@ -218,7 +219,6 @@ class TorchLearner(ABC):
                 ]
                 for group, now in zip(part.optimizer.param_groups, scheduled, strict=True):
                     set_group_value(group, "lr", float(now))
-                part._last_lr = scheduled  # what get_last_lr() reports until the next step
 
 
 def build_optimizer(
@@ -273,7 +273,7 @@ class IgnoredProfilerSpan(logging.Filter):
 
 def quiet_ignored_profiler_span() -> None:
     """Install `IgnoredProfilerSpan` on the dynamo logger that says it, once."""
-    dynamo = logging.getLogger("torch._dynamo.variables.ctx_manager")
+    dynamo = logging.getLogger(torch_internals.DYNAMO_CONTEXT_LOGGER)
     if not any(isinstance(known, IgnoredProfilerSpan) for known in dynamo.filters):
         dynamo.addFilter(IgnoredProfilerSpan())
 
@@ -300,7 +300,7 @@ class CompiledStep:
     def __call__(self) -> None:
         try:
             self._step()
-        except torch._dynamo.exc.BackendCompilerFailed as exc:
+        except torch_internals.compile_failure_types() as exc:
             lines = str(exc).strip().splitlines()
             logger.warning(
                 "learner: compiling the %s step failed (%s); stepping eagerly instead "

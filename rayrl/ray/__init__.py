@@ -1,6 +1,7 @@
 """The Ray runtime: rayrl's plain classes as Ray actors, driven by one small event loop.
 
-- `launch`: joining a cluster or starting a local Ray, checking that it can host the run;
+- `address`, `connect`: joining a cluster or starting a local Ray, and stopping it;
+- `capacity`: the pre-flight, refusing a run the cluster can never host;
 - `experience_service`, `learner_service`: the process shells around the experience store
   and the learner;
 - `factory`: the one place where classes become actors (`ray.remote`), with their options;

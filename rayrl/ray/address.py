@@ -8,8 +8,8 @@ costs a user about 14 minutes of warnings before the error. One TCP connection t
 address's port says in a moment whether anything accepts connections there. A refusal is
 tried again for `REFUSED_RETRY_S` (a head started in the background a moment before the run
 may not listen yet); a host that drops packets is given `ANSWER_TIMEOUT_S`. Ray has no public
-probe of an address, and its private health check (`ray._private.gcs_utils`) may change
-between versions, so the probe is a plain socket. It checks only that something listens
+probe of an address, and its private health check may change between versions, so the
+probe is a plain socket. It checks only that something listens
 there, not that it is a Ray head: what it lets through is Ray's to judge, as before.
 
 Where Ray does fail, its `ConnectionError` says only "Failed to connect to Ray cluster at
@@ -29,6 +29,7 @@ import os
 import socket
 import time
 
+from rayrl.compat import ray_internals
 from rayrl.errors import UserError
 
 ANSWER_TIMEOUT_S = 10.0
@@ -45,7 +46,7 @@ CLIENT_SCHEME = "ray://"
 PROXY_SETTING = "RAY_grpc_enable_http_proxy"
 """With it set, Ray's connections go through `http_proxy`/`https_proxy`, which a plain
 socket does not: the head may be reachable to Ray and not to the probe, which then stands
-aside (`ray._private.ray_constants.GRPC_ENABLE_HTTP_PROXY` reads it the same way)."""
+aside (Ray's own constant `GRPC_ENABLE_HTTP_PROXY` reads it the same way)."""
 
 
 def host_and_port(address: str) -> tuple[str, int] | None:
@@ -77,21 +78,17 @@ def resolve_auto(source: str = "--address") -> str:
     directory (`ray_current_cluster`, under $RAY_TMPDIR or /tmp; `ray stop` removes it).
     Without one, a `UserError`: the Rays that other programs started for themselves, which
     Ray's own `auto` would join (see the module's docstring), are not joined."""
-    # private, as Ray's own `auto` reads them
-    from ray._common.utils import get_ray_address_file
-    from ray._private.services import find_bootstrap_address, find_gcs_addresses
-
-    recorded = find_bootstrap_address(None)
+    recorded = ray_internals.recorded_ray_address()
     if recorded:
         return recorded
     if source == "RAY_ADDRESS":
         advice = "unset RAY_ADDRESS to start a local Ray"
     else:
         advice = "drop --address to start a local Ray for this run"
-    others = sorted(find_gcs_addresses())
+    others = ray_internals.running_ray_addresses()
     running = f" (running here, not joined: {', '.join(others)})" if others else ""
     raise UserError(
-        f"{source}=auto: no `ray start` Ray is recorded in {get_ray_address_file(None)}; a "
+        f"{source}=auto: no `ray start` Ray is recorded in {ray_internals.ray_address_file()}; a "
         f"Ray another program started for itself ends with it{running}; start one with "
         f"`ray start --head`, pass the address of the Ray to join, or {advice}"
     )

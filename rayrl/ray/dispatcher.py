@@ -7,7 +7,10 @@ of every call made during it unseen. This is the one incarnation guard of the Ra
 no handler ever sees a late result from an actor that has been replaced.
 
 An actor's death can surface in a call to another actor (a chunk whose worker died fails
-the store's `add`); `Deaths` hands it to the supervisor that runs the dead actor.
+the store's `add`); `Deaths` hands it to the supervisor that runs the dead actor. Each
+supervisor knows its actors' ids from the actors themselves: the first call it makes of a
+new actor is `actor_id` (`rayrl.ray.identity`), whose answer (or whose failure, which names
+the dead callee) gives it; an actor handle's own id is private to Ray.
 
 Besides Ray's object references, it waits on `concurrent.futures.Future`s: the calls of an
 evaluator on a thread of the driver's process (`rayrl.ray.driver_evaluator`). Ray's wait
@@ -55,7 +58,7 @@ class _Pending:
     life: Life | None
 
 
-def died_actor_id(error: BaseException) -> str | None:
+def dead_actor(error: BaseException) -> str | None:
     """The id of the actor whose death caused `error`, if any. A task that failed because
     an actor it called died raises `RayTaskError(ActorDiedError)` carrying the *caller's*
     id; the dead actor is its cause's."""
@@ -69,9 +72,12 @@ def died_actor_id(error: BaseException) -> str | None:
     return None
 
 
-def actor_id(handle: Any) -> str:
-    """The id of an actor handle, as `died_actor_id` reports it."""
-    return handle._actor_id.hex()
+def callee_died(error: BaseException) -> str | None:
+    """The id of the actor that a call without arguments (`Identified.actor_id`) was made
+    to, when `error` says that actor died (in its constructor too); None for any other
+    error. With no arguments, a death in the call's error can only be the callee's: the
+    death of an actor whose result is an argument would surface there too."""
+    return error.actor_id if isinstance(error, RayActorError) else None
 
 
 class Dispatcher:
@@ -185,7 +191,7 @@ class Deaths:
     def handle(self, error: BaseException) -> bool:
         """True when `error` was an actor's death: its supervisor has dealt with it (or the
         actor had been replaced already). False for any other error."""
-        dead = died_actor_id(error)
+        dead = dead_actor(error)
         if dead is None:
             return False
         for supervisor in self.supervisors:

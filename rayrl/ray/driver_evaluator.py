@@ -7,11 +7,12 @@ imported torch already and spends its time waiting on Ray, so it can evaluate on
 Ray cannot put two actors in one process, so rayrl writes this small host itself.
 
 `DriverEvaluator` answers the two calls that the evaluator's supervisor makes of an evaluator
-actor (`__ray_ready__` and `evaluate`, each with `.remote(...)`) with
+actor (`actor_id` and `evaluate`, each with `.remote(...)`) with
 `concurrent.futures.Future`s, which the dispatcher waits on beside Ray's object references;
-the factory makes it in place of the actor and `kill`s it the same way, and it fails to start
-with the error Ray gives an actor whose constructor raised. So the supervisor, its timeouts
-and its restart budget are the actor's.
+the factory makes it in place of the actor and `kill`s it the same way, and a constructor
+that raises fails its `actor_id` call with an `ActorStartError`, which the supervisor
+treats as Ray's report of an actor whose constructor raised. So the supervisor, its
+timeouts and its restart budget are the actor's.
 
 A thread cannot be killed as a process can. `kill` fails the host's calls at once and cancels
 the evaluation under way at its next env step; an env step that never returns keeps its
@@ -32,11 +33,11 @@ from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError
 
 from rayrl.config import AlgorithmConfig, EnvConfig
 from rayrl.core import EvalResult, ModelInfo
 from rayrl.evaluation import Evaluator
+from rayrl.ray.restarts import ActorStartError
 
 logger = logging.getLogger(__name__)
 
@@ -46,16 +47,6 @@ STOP_WAIT_S = 1.0
 
 class AbandonedError(RuntimeError):
     """The call's evaluator was killed (replaced, or the run ended) before it answered."""
-
-
-class _HostId:
-    """What `rayrl.ray.dispatcher.actor_id` reads of a handle: never a Ray actor's id."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def hex(self) -> str:
-        return f"driver-thread:{self.name}"
 
 
 class _Method:
@@ -82,10 +73,10 @@ class DriverEvaluator:
     def __init__(
         self, name: str, env: EnvConfig, algorithm: AlgorithmConfig, episodes: int, run_seed: int
     ) -> None:
-        """`name`: what the actor would have been named (the thread's name, `actor_id`).
-        The evaluator (its envs, its policy) is built on the thread: the driver goes on."""
+        """`name`: what the actor would have been named (the thread's name; `actor_id`
+        answers it, never a Ray actor's id). The evaluator (its envs, its policy) is built
+        on the thread: the driver goes on."""
         self.name = name
-        self._actor_id = _HostId(name)
         self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
             queue.SimpleQueue()
         )
@@ -94,7 +85,7 @@ class DriverEvaluator:
         """Calls not yet answered: a killed host fails them at once."""
         self._killed = False
         self._evaluator: Evaluator | None = None
-        self.__ray_ready__ = _Method(self._ready)
+        self.actor_id = _Method(self._ready)
         self.evaluate = _Method(self._evaluate)
         self._started = self._submit(lambda: self._build(env, algorithm, episodes, run_seed))
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
@@ -102,20 +93,16 @@ class DriverEvaluator:
 
     def _build(
         self, env: EnvConfig, algorithm: AlgorithmConfig, episodes: int, run_seed: int
-    ) -> None:
+    ) -> str:
         try:
             # one torch thread, as the actor's: the process's setting, and the driver does
             # no heavy torch work of its own
             self._evaluator = Evaluator(env, algorithm, episodes, run_seed, torch_threads=1)
         except Exception as error:
-            # what Ray raises for an actor whose constructor raised: the supervisor stops
-            # the run (it would fail the same way at every restart)
+            # the supervisor stops the run (it would fail the same way at every restart)
             message = "".join(traceback.format_exception_only(error)).strip()
-            raise RayActorError(
-                actor_id=self._actor_id.hex(),
-                error_msg=f"The evaluator's constructor raised\n{message}",
-                actor_init_failed=True,
-            ) from error
+            raise ActorStartError(f"The evaluator's constructor raised\n{message}") from error
+        return f"driver-thread:{self.name}"
 
     def _ready(self) -> Future[Any]:
         return self._started if not self._killed else self._submit(lambda: None)

@@ -23,7 +23,7 @@ from typing import Any
 from rayrl.core import EvalResult
 from rayrl.errors import RunFailedError
 from rayrl.ray.context import SupervisorContext
-from rayrl.ray.dispatcher import Life, actor_id
+from rayrl.ray.dispatcher import Life, callee_died
 from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
 
 logger = logging.getLogger(__name__)
@@ -56,6 +56,8 @@ class EvaluatorSupervisor:
         self.created_at = 0.0
         self.ready_at: float | None = None
         """When the running actor finished its constructor; None before."""
+        self.actor_id: str | None = None
+        """The running actor's Ray id, once it has answered `actor_id` (or failed to)."""
 
     def start(self) -> None:
         self.started = True
@@ -66,16 +68,23 @@ class EvaluatorSupervisor:
         self.handle = handle
         self.created_at = self.clock()
         self.ready_at = None
+        self.actor_id = None
         self.dispatcher.submit(
-            handle.__ray_ready__.remote(), self._on_ready, self._on_ready_error, self.life
+            handle.actor_id.remote(), self._on_ready, self._on_ready_error, self.life
         )
 
-    def _on_ready(self, _: Any) -> None:
+    def _on_ready(self, actor_id: str) -> None:
+        self.actor_id = actor_id
         self.ready_at = self.clock()
 
     def _on_ready_error(self, error: BaseException) -> None:
-        if not self.deaths.handle(error):  # a death (in its constructor too) is dealt with
-            self._replace(one_line(error))
+        self.actor_id = callee_died(error)
+        if self.deaths.handle(error):  # a death (in its constructor too) is dealt with
+            return
+        in_constructor = constructor_error(error)  # (an evaluator in the driver's process)
+        if in_constructor is not None:
+            raise RunFailedError(f"the evaluator could not start: {in_constructor}")
+        self._replace(one_line(error))
 
     @property
     def available(self) -> bool:
@@ -136,7 +145,7 @@ class EvaluatorSupervisor:
             self._replace("it hung (run.eval_timeout_s)")
 
     def owns(self, dead_id: str) -> bool:
-        return self.handle is not None and dead_id == actor_id(self.handle)
+        return self.handle is not None and dead_id == self.actor_id
 
     def on_died(self, dead_id: str, error: BaseException) -> None:
         in_constructor = constructor_error(error)

@@ -19,12 +19,13 @@ import numpy as np
 
 from rayrl.contract import Family, as_persistent
 from rayrl.core import StoreStats
+from rayrl.ray.identity import Identified
 from rayrl.replay.store import DAMAGED
 
 logger = logging.getLogger(__name__)
 
 
-class ExperienceService:
+class ExperienceService(Identified):
     """An `ExperienceStore` whose limits make callers wait (a threaded actor).
 
     `add` waits while the store refuses the chunk (the replay ratio, a full queue), `sample`

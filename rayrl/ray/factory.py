@@ -12,7 +12,7 @@
   by default when the cluster has a GPU), so that on a cluster they land on GPU nodes;
   `pulse` (the supervisor's probe) runs in its own concurrency group, beside a `train` call
   in progress;
-- `Evaluator` -> an evaluation actor, or (`run.evaluator`, decided by `launch.
+- `Evaluator` -> an evaluation actor, or (`run.evaluator`, decided by `capacity.
   evaluates_in_driver`) a `DriverEvaluator`: the same evaluator on a thread of the driver's
   process, which a small machine does not pay a process and a torch import for; once one
   of those could not be stopped (an env step that never returns), the evaluators that
@@ -34,13 +34,15 @@ from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rayrl.algorithms import ALGORITHMS
+from rayrl.compat import ray_internals
 from rayrl.config import Config
 from rayrl.envs.spec import EnvSpec
 from rayrl.errors import RunFailedError
 from rayrl.evaluation import Evaluator
+from rayrl.ray.capacity import learner_cpus
 from rayrl.ray.driver_evaluator import DriverEvaluator, DriverEvaluators
 from rayrl.ray.experience_service import ExperienceService
-from rayrl.ray.launch import learner_cpus
+from rayrl.ray.identity import Identified
 from rayrl.ray.learner_service import LearnerService, LearnerStart
 from rayrl.ray.placement import Placement
 from rayrl.ray.restarts import constructor_error, one_line
@@ -201,7 +203,7 @@ class ActorFactory:
             if host is not None:
                 return host
         return (
-            ray.remote(Evaluator)
+            ray.remote(EvaluatorActor)
             .options(name=name, num_cpus=0, **self.placement.evaluator())
             # one torch thread: a process of its own, beside the ones that train
             .remote(*arguments, torch_threads=1)
@@ -243,10 +245,8 @@ def learners_not_placed(count: int, gpus: float, waited: float, timeout_s: float
 def is_placed(handle: Any) -> bool:
     """Whether Ray has given the actor a process: one it has not (no pid in Ray's actor
     table) waits for the resources it asks for. Unknown counts as placed."""
-    try:
-        # Ray's state API (ray.util.state) answers this only with the dashboard running
-        from ray._private.state import actors
+    return ray_internals.actor_has_process(handle) is not False
 
-        return bool(actors(handle._actor_id.hex()).get("Pid"))
-    except Exception:
-        return True
+
+class EvaluatorActor(Identified, Evaluator):
+    """The evaluator as an actor: it answers `actor_id` as every actor of a run does."""

@@ -36,6 +36,7 @@ from rayrl.config import AlgorithmConfig, LearnerConfig, RunConfig
 from rayrl.contract import Learner
 from rayrl.core import ModelInfo, NonFiniteSteps
 from rayrl.envs.spec import EnvSpec
+from rayrl.ray.identity import Identified
 
 
 @dataclass
@@ -80,7 +81,7 @@ class LearnerStart:
     warm_start: ModelInfo | None = None
 
 
-class LearnerService:
+class LearnerService(Identified):
     """The learner, pulling its own batches from the experience actor.
 
     With several learners (`learner.num_learners`), rank 0 offers an address

@@ -42,7 +42,7 @@ from typing import Any
 
 from rayrl.errors import RunFailedError
 from rayrl.ray.context import SupervisorContext
-from rayrl.ray.dispatcher import Life, actor_id
+from rayrl.ray.dispatcher import Life, callee_died
 from rayrl.ray.factory import CAPACITY_NOTICE_S, learners_not_placed, learners_waiting
 from rayrl.ray.learner_service import LearnerPulse, LearnerReport, LearnerStart
 from rayrl.ray.probe import Probe
@@ -82,6 +82,8 @@ class LearnerSupervisor:
         self.restarts = RestartBudget.of("the learner", faults.learner_restarts, faults, self.clock)
         self.handles: list[Any] = []
         """The running learners (none while a restore waits)."""
+        self.actor_ids: list[str | None] = []
+        """Each running learner's Ray id, once it has answered `actor_id` (or failed to)."""
         self.started = False
         """The first learner has answered (its constructor finished)."""
         self.created_at = 0.0
@@ -113,6 +115,14 @@ class LearnerSupervisor:
         self.handles = self.factory.learners(self._store_in_use, start, self.incarnation)
         self.probes = [Probe(self.dispatcher, self.clock) for _ in self.handles]
         self.pulses = [None] * len(self.handles)
+        self.actor_ids = [None] * len(self.handles)
+        for rank, handle in enumerate(self.handles):
+            self.dispatcher.submit(
+                handle.actor_id.remote(),
+                partial(self._on_identified, rank),
+                partial(self._on_identify_error, rank),
+                self.life,
+            )
         self.started = False
         self.created_at = self.clock()
         self.waiting_said = False
@@ -140,6 +150,13 @@ class LearnerSupervisor:
         """`train` calls are under way (calls queued on a learner that has not started, and
         may never, are not)."""
         return self.started and self.calls > 0
+
+    def _on_identified(self, rank: int, actor_id: str) -> None:
+        self.actor_ids[rank] = actor_id
+
+    def _on_identify_error(self, rank: int, error: BaseException) -> None:
+        self.actor_ids[rank] = callee_died(error)
+        self._on_error(error)
 
     def _on_started(self, placement: dict[str, str]) -> None:
         self.started = True
@@ -195,7 +212,7 @@ class LearnerSupervisor:
             raise error
 
     def owns(self, dead_id: str) -> bool:
-        return any(dead_id == actor_id(handle) for handle in self.handles)
+        return dead_id in self.actor_ids
 
     def on_died(self, dead_id: str, error: BaseException) -> None:
         in_constructor = constructor_error(error)
@@ -230,7 +247,7 @@ class LearnerSupervisor:
     def _kill(self) -> None:
         for handle in self.handles:
             self.factory.kill(handle)
-        self.handles = []
+        self.handles, self.actor_ids = [], []
         self.probes, self.pulses = [], []
         self.life.end()
         self.life = Life()

@@ -22,7 +22,7 @@ from ray.util.placement_group import PlacementGroup
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rayrl.config import Config
-from rayrl.ray.launch import Resources, learner_cpus
+from rayrl.ray.capacity import Resources, learner_cpus
 
 
 def run_bundles(config: Config, store_memory: float, learner_gpus: float) -> list[Resources]:

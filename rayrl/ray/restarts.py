@@ -81,10 +81,18 @@ class RestartBudget:
         return min(self.backoff_s * 2 ** (earlier - 1), self.max_backoff_s)
 
 
+class ActorStartError(RuntimeError):
+    """The constructor of an actor hosted in this process (an evaluator on a thread of the
+    driver's) raised: what Ray reports of an actor as an `ActorDiedError` marked
+    `actor_init_failed`."""
+
+
 def constructor_error(error: BaseException) -> str | None:
     """The one-line error an actor's constructor raised, when that is why `error` happened
     (also when it surfaced in a call to another actor); None for any other failure. Such
     an actor would fail the same way at every restart."""
+    if isinstance(error, ActorStartError):
+        return one_line(error)
     while isinstance(error, RayTaskError) and not isinstance(error, RayActorError):
         cause = getattr(error, "cause", None)
         if cause is None or cause is error:

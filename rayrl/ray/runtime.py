@@ -8,15 +8,10 @@ from typing import Any
 
 from rayrl.config import Config
 from rayrl.envs import env_spec
+from rayrl.ray.capacity import check_cluster, cores_if_alone, evaluates_in_driver
+from rayrl.ray.connect import connect, disconnect
 from rayrl.ray.driver import RayDriver
 from rayrl.ray.factory import ActorFactory
-from rayrl.ray.launch import (
-    check_cluster,
-    connect,
-    cores_if_alone,
-    disconnect,
-    evaluates_in_driver,
-)
 from rayrl.run_lifecycle import TrainResult, stop_if_interrupted
 from rayrl.session import TrainingSession
 

@@ -30,7 +30,7 @@ from rayrl.contract import StoreKind
 from rayrl.core import StoreStats
 from rayrl.errors import RunFailedError
 from rayrl.ray.context import SupervisorContext
-from rayrl.ray.dispatcher import Life, actor_id
+from rayrl.ray.dispatcher import Life, callee_died
 from rayrl.ray.probe import Probe
 from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
 from rayrl.run_writer import RunWriter
@@ -78,6 +78,8 @@ class StoreSupervisor:
         self.created_at = 0.0
         self.ready_at: float | None = None
         """When the running actor finished its constructor; None before."""
+        self.actor_id: str | None = None
+        """The running actor's Ray id, once it has answered `actor_id` (or failed to)."""
         self.probe = Probe(self.dispatcher, self.clock)
 
     def start(self) -> None:
@@ -88,20 +90,23 @@ class StoreSupervisor:
         self.handle = handle
         self.created_at = self.clock()
         self.ready_at = None
+        self.actor_id = None
         self.probe = Probe(self.dispatcher, self.clock)
         self.dispatcher.submit(
-            handle.__ray_ready__.remote(), self._on_ready, self._on_ready_error, self.life
+            handle.actor_id.remote(), self._on_ready, self._on_ready_error, self.life
         )
 
-    def _on_ready(self, _: Any) -> None:
+    def _on_ready(self, actor_id: str) -> None:
+        self.actor_id = actor_id
         self.ready_at = self.clock()
 
     def _on_ready_error(self, error: BaseException) -> None:
+        self.actor_id = callee_died(error)
         if not self.deaths.handle(error):  # a death (in its constructor too) is dealt with
             self._replace(f"did not start: {one_line(error)}")
 
     def owns(self, dead_id: str) -> bool:
-        return self.handle is not None and dead_id == actor_id(self.handle)
+        return self.handle is not None and dead_id == self.actor_id
 
     def on_died(self, dead_id: str, error: BaseException) -> None:
         in_constructor = constructor_error(error)

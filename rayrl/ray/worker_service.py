@@ -17,10 +17,11 @@ from typing import Any
 
 from rayrl.contract import Chunk
 from rayrl.core import ChunkStats, ModelInfo
+from rayrl.ray.identity import Identified
 from rayrl.worker import RolloutWorker
 
 
-class WorkerService:
+class WorkerService(Identified):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """A `RolloutWorker(*args, **kwargs)` in this process."""
         self.worker = RolloutWorker(*args, **kwargs)

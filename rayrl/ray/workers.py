@@ -43,7 +43,7 @@ from rayrl.config import WorkersConfig
 from rayrl.core import ChunkStats, SamplingPace
 from rayrl.errors import RunFailedError
 from rayrl.ray.context import SupervisorContext
-from rayrl.ray.dispatcher import Life, actor_id
+from rayrl.ray.dispatcher import Life, callee_died
 from rayrl.ray.factory import CAPACITY_NOTICE_S
 from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
 from rayrl.ray.store import StoreSupervisor
@@ -66,6 +66,8 @@ class WorkerSlot:
     ready: bool = False
     """Its process has started: it is asked for chunks, and the hang timeout runs, only from
     then on."""
+    actor_id: str | None = None
+    """Its actor's Ray id, once it has answered `actor_id` (or failed to)."""
     last_progress: float = 0.0
     """When it last returned a chunk, was asked for one or handed weights while idle, or was
     created."""
@@ -246,16 +248,21 @@ class WorkerSupervisor:
 
     def _watch_start(self, slot: WorkerSlot) -> None:
         self.dispatcher.submit(
-            slot.handle.__ray_ready__.remote(),
-            lambda _: self._on_ready(slot),
-            lambda error: self._on_error(slot, error),
+            slot.handle.actor_id.remote(),
+            lambda actor_id: self._on_ready(slot, actor_id),
+            lambda error: self._on_start_error(slot, error),
             slot.life,
         )
 
-    def _on_ready(self, slot: WorkerSlot) -> None:
+    def _on_start_error(self, slot: WorkerSlot, error: BaseException) -> None:
+        slot.actor_id = callee_died(error)
+        self._on_error(slot, error)
+
+    def _on_ready(self, slot: WorkerSlot, actor_id: str) -> None:
         """A worker's process has started: it is asked for chunks at once, not a loop round
         later."""
         self.metrics.phase_done("actors")
+        slot.actor_id = actor_id
         slot.ready = True
         slot.last_progress = self.clock()
         if slot.waiting_for_capacity:
@@ -267,12 +274,10 @@ class WorkerSupervisor:
         self._fill(slot)
 
     def owns(self, dead_id: str) -> bool:
-        return any(
-            dead_id == actor_id(slot.handle) and slot.restart_at is None for slot in self.slots
-        )
+        return any(dead_id == slot.actor_id and slot.restart_at is None for slot in self.slots)
 
     def on_died(self, dead_id: str, error: BaseException) -> None:
-        slot = next(slot for slot in self.slots if dead_id == actor_id(slot.handle))
+        slot = next(slot for slot in self.slots if dead_id == slot.actor_id)
         logger.warning("worker %d died; replacing it", slot.index)
         self._replace(slot, one_line(error), constructor_error(error))
 
@@ -297,6 +302,7 @@ class WorkerSupervisor:
 
     def _restart(self, slot: WorkerSlot) -> None:
         slot.restart_at = None
+        slot.actor_id = None
         slot.life = Life()
         slot.incarnation += 1
         slot.handle = self.factory.worker(slot.index, slot.incarnation)

@@ -24,7 +24,7 @@ from rayrl.algorithms import ALGORITHMS
 from rayrl.config import Config, config_to_dict
 from rayrl.envs import env_spec
 from rayrl.errors import ConfigError, UserError
-from rayrl.ray.launch import Capacity, Resources, autoscaler_node_types, holds, learner_gpus
+from rayrl.ray.capacity import Capacity, Resources, autoscaler_node_types, holds, learner_gpus
 from rayrl.ray.placement import run_bundles
 from rayrl.sweeps.spec import Sweep
 

@@ -29,7 +29,7 @@ import yaml
 
 from rayrl.errors import UserError
 from rayrl.files import atomic_path
-from rayrl.ray.launch import connect, disconnect
+from rayrl.ray.connect import connect, disconnect
 from rayrl.strict import to_plain
 from rayrl.sweeps.progress import LiveTable
 from rayrl.sweeps.resources import (
@@ -253,7 +253,7 @@ def make_tuner(checked: Sweep, root: Path, resuming: bool, table_interval_s: flo
 def make_scheduler(checked: Sweep) -> Any:
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
-    from rayrl.sweeps.pbt import SweepPBT
+    from rayrl.compat.tune_internals import pbt_scheduler
 
     scheduler = checked.spec.scheduler
     if scheduler.name == "asha":
@@ -268,7 +268,7 @@ def make_scheduler(checked: Sweep) -> Any:
             stop_last_trials=False,
         )
     if scheduler.name == "pbt":
-        return SweepPBT(
+        return pbt_scheduler(
             time_attr="env_steps",
             perturbation_interval=checked.perturbation_interval(),
             # a choice as a list: PBT moves it to a neighbouring value (a Tune domain would
@@ -285,25 +285,20 @@ def make_scheduler(checked: Sweep) -> Any:
 
 
 def outcome(checked: Sweep, root: Path, grid: Any, interrupted: bool) -> SweepResult:
-    """Each trial's outcome, from Tune's results and statuses, and whether the run of each
-    ended by itself (`ENDED_FILE`): Tune marks a trial it stopped TERMINATED, whether its
-    scheduler stopped it early or the sweep was interrupted."""
-    # Tune's result grid names no status; its analysis (private, in Ray 2.x) does
-    statuses = {t.trial_id: t.status for t in grid._experiment_analysis.trials}
+    """Each trial's outcome, from Tune's results and whether the run of each ended by itself
+    (`ENDED_FILE`): a trial with an error failed; one whose run ended by itself finished;
+    of the others, Tune stopped each early (its scheduler did) unless the sweep was
+    interrupted, which leaves them unfinished (`--resume` goes on with them)."""
     trials = []
     for result in grid:
         trial_id = Path(result.path).name
         metrics = result.metrics or {}
-        status = statuses.get(trial_id, "")
-        if result.error is not None or status == "ERROR":
+        if result.error is not None:
             state = "failed"
-        elif status != "TERMINATED":
-            state = "unfinished"
+        elif (root / RUNS_DIR / trial_id / ENDED_FILE).is_file():
+            state = "finished"
         else:
-            if (root / RUNS_DIR / trial_id / ENDED_FILE).is_file():
-                state = "finished"
-            else:
-                state = "unfinished" if interrupted else "stopped early"
+            state = "unfinished" if interrupted else "stopped early"
         value = metrics.get(checked.spec.metric)
         trials.append(
             TrialOutcome(

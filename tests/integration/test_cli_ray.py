@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from rayrl.files import read_jsonl
-from rayrl.ray.launch import SMALL_MACHINE_CPUS
+from rayrl.host import usable_cores
+from rayrl.ray.capacity import SMALL_MACHINE_CPUS
 from tests.processes import ray_processes, wait_gone
 from tests.run_files import assert_in_env_step_order
 
@@ -101,7 +102,7 @@ def wait_for(condition, timeout_s: float, proc: subprocess.Popen) -> None:
 
 def assert_actors_at_the_drivers_priority(driver: int, ray_tmp: Path) -> None:
     """Every actor of the local Ray under `ray_tmp` runs at the driver's nice value (Ray's
-    own default would put them 15 below it: `rayrl.ray.launch.local_system_config`)."""
+    own default would put them 15 below it: `rayrl.ray.connect.local_system_config`)."""
     actors = {}
     for pid in ray_processes(ray_tmp):
         try:
@@ -200,7 +201,7 @@ def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_pa
     for section in ("workers:", "learner:", "replay:", "policy lag", "weight sync"):
         assert section in output
     # run.evaluator=auto on the local Ray the command started: the driver on a small machine
-    in_driver = len(os.sched_getaffinity(0)) <= SMALL_MACHINE_CPUS
+    in_driver = usable_cores() <= SMALL_MACHINE_CPUS
     assert ("evaluations run on a thread of this process" in output) == in_driver, output
     assert (only_run(tmp_path / "runs") / "checkpoints" / "best.pt").is_file()
     assert wait_gone(ray_tmp) == []

@@ -35,12 +35,27 @@ def dockerfile_args() -> dict[str, str]:
     return dict(re.findall(r"^ARG (\w+)=(\S+)$", text, flags=re.MULTILINE))
 
 
-def ray_requirement() -> SpecifierSet:
+def ray_requirement(extra: str | None = None) -> tuple[set[str], SpecifierSet]:
+    """Ray's extras and versions in rayrl's requirements (or in its `extra`'s)."""
     for requirement in PACKAGE.get_all("Requires-Dist"):
-        match = re.match(r"ray\[(?:[\w,]*,)?default(?:,[\w,]*)?\]\s*([^;]*)", requirement)
-        if match:
-            return SpecifierSet(match.group(1).strip())
-    raise AssertionError("pyproject.toml does not require ray with its default extra")
+        name_extras, _, marker = requirement.partition(";")
+        match = re.match(r"ray\[([\w,]*)\]\s*(.*)", name_extras.strip())
+        wanted = not marker if extra is None else f'extra == "{extra}"' in marker
+        if match and wanted:
+            return set(match.group(1).split(",")), SpecifierSet(match.group(2).strip())
+    raise AssertionError(f"pyproject.toml does not require ray (extra: {extra})")
+
+
+def test_ray_dashboard_and_jobs_are_the_cluster_extra_at_the_same_versions():
+    """A laptop's install leaves out Ray's dashboard (its agent starts with every local
+    Ray); the image and the machine that submits jobs take it with `rayrl[cluster]`."""
+    extras, versions = ray_requirement()
+    assert "tune" in extras
+    assert "default" not in extras
+    cluster_extras, cluster_versions = ray_requirement("cluster")
+    assert cluster_extras == {"default"}
+    assert cluster_versions == versions
+    assert "cluster" in dockerfile_args()["EXTRAS"].split(",")
 
 
 def test_image_is_rays_official_image_at_the_tested_versions():
@@ -48,7 +63,7 @@ def test_image_is_rays_official_image_at_the_tested_versions():
     text = (REPO / "Dockerfile").read_text()
     assert "FROM rayproject/ray:${RAY_VERSION}-${PYTHON_TAG}-${VARIANT}" in text
     assert args["RAY_VERSION"] == ray.__version__  # the Ray the suite runs against
-    assert Version(args["RAY_VERSION"]) in ray_requirement()
+    assert Version(args["RAY_VERSION"]) in ray_requirement()[1]
     assert args["PYTHON_TAG"] == f"py{sys.version_info.major}{sys.version_info.minor}"
     python = Version(f"{sys.version_info.major}.{sys.version_info.minor}")
     assert python in SpecifierSet(PACKAGE["Requires-Python"])

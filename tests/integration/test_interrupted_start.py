@@ -21,7 +21,7 @@ RAY_INIT_TERMINATED_ONCE = textwrap.dedent(
     import ray
     import ray._private.worker
 
-    from rayrl.ray import launch
+    from rayrl.ray import connect as rayrl_connect
     from rayrl.run_lifecycle import handle_interrupts
 
     def agents():
@@ -56,7 +56,7 @@ RAY_INIT_TERMINATED_ONCE = textwrap.dedent(
         return connect(*args, **kwargs)
 
     def init():
-        launch._init_keeping_sigterm_handler(
+        rayrl_connect._init_keeping_sigterm_handler(
             address="local", num_cpus=1, include_dashboard=False, logging_level="ERROR"
         )
 

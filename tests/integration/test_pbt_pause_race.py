@@ -1,5 +1,5 @@
 """Synchronous PBT when the last trial reaches a perturbation while the first one's pause is
-still saving (see `rayrl.sweeps.pbt`): real Tune and real trial actors, class trainables
+still saving (see `rayrl.compat.tune_internals`): real Tune and real trial actors, class trainables
 whose pause saves until the copy is made, so that the race is run every time. Ray's
 scheduler ends the copied trial at its first result after the copy; `SweepPBT` lets it run
 to the end."""
@@ -12,7 +12,7 @@ from pathlib import Path
 from ray import tune
 from ray.tune.schedulers import PopulationBasedTraining
 
-from rayrl.sweeps.pbt import SweepPBT
+from rayrl.compat.tune_internals import SweepPBT
 
 INTERVAL = 200
 END = 400

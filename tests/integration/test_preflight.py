@@ -1,4 +1,4 @@
-"""The pre-flight (`rayrl.ray.launch.check_cluster`) against a real Ray: what no node can
+"""The pre-flight (`rayrl.ray.capacity.check_cluster`) against a real Ray: what no node can
 hold is refused in one line with exit status 2 within seconds, even when the cluster's total
 would do; what an autoscaler's node type can hold is accepted, and said; a learner left
 without a GPU is said. The cluster.yaml scenario (GPU nodes from 0, `learner.num_gpus=1`)
@@ -34,7 +34,7 @@ from rayrl.cli import main
 from rayrl.errors import ConfigError
 from rayrl.presets import load_config
 from rayrl.ray import factory
-from rayrl.ray.launch import (
+from rayrl.ray.capacity import (
     Capacity,
     autoscaler_node_types,
     bootstrap_node_types,
@@ -144,7 +144,7 @@ def test_a_learner_an_autoscaler_node_type_can_hold_waits_for_it(autoscaler_repo
     says so; its learner then waits for the node (here none comes, and the start timeout
     ends the run)."""
     autoscaler_reports({"gpu-big": {"CPU": 8, "GPU": 4}})
-    with caplog.at_level(logging.INFO, logger="rayrl.ray.launch"):
+    with caplog.at_level(logging.INFO, logger="rayrl.ray.capacity"):
         result = rayrl.train(
             None,
             overrides=[*tiny, "learner.num_gpus=4", f"faults.start_timeout_s={START_TIMEOUT_S}"],
@@ -345,7 +345,7 @@ def test_cluster_yaml_scenario_the_readme_command_waits_for_the_gpu_node(
     }
     capacity = Capacity(({"CPU": 8.0}, {"CPU": 32.0}), node_types)
     readme = load_config(None, ["workers.num_workers=16", "learner.num_gpus=1"])
-    with caplog.at_level(logging.INFO, logger="rayrl.ray.launch"):
+    with caplog.at_level(logging.INFO, logger="rayrl.ray.capacity"):
         check_workers(readme, capacity, 1.0)
         check_learners(readme, 1.0, capacity)
     assert [r.message for r in caplog.records] == [waiting(1, 900)]
@@ -371,7 +371,7 @@ def test_cluster_yaml_scenario_a_null_gpu_request_trains_on_cpu_and_says_how_to_
     capacity = Capacity(
         ({"CPU": 8.0}, {"CPU": 32.0}), bootstrap_node_types(cluster_yaml_on_its_head)
     )
-    with caplog.at_level(logging.WARNING, logger="rayrl.ray.launch"):
+    with caplog.at_level(logging.WARNING, logger="rayrl.ray.capacity"):
         assert learner_gpus(load_config(), capacity) == 0.0
     assert [r.message for r in caplog.records] == [
         f"{ON_CPU} (set learner.num_gpus=1 to wait for the autoscaler to start a GPU node)"

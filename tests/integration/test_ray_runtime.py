@@ -4,7 +4,6 @@ GPU): learning, placement, and faults injected by killing real actor processes."
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 import time
@@ -19,7 +18,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 import rayrl
 from rayrl.checkpoint import load_checkpoint
 from rayrl.files import read_jsonl
-from rayrl.ray.launch import SMALL_MACHINE_CPUS, cores_if_alone
+from rayrl.host import usable_cores
+from rayrl.ray.capacity import SMALL_MACHINE_CPUS, cores_if_alone
 from rayrl.rundir import RunDirectory
 from tests.blocker import Blocker
 from tests.run_files import assert_in_env_step_order, env_steps_logged
@@ -84,7 +84,7 @@ def assert_updates_never_go_backwards(rows: list[dict]) -> None:
 def test_a_gpu_learner_starts_on_a_node_whose_cpus_are_all_taken(ray_cluster, tiny, caplog):
     """A worker that Ray SPREAD onto the GPU node may take its only CPU before the learner
     asks for it (how a resumed run in CI waited 900 s for its learner): the learner, which
-    asks Ray for the GPU alone (`rayrl.ray.launch.learner_cpus`), starts there anyway. (The
+    asks Ray for the GPU alone (`rayrl.ray.capacity.learner_cpus`), starts there anyway. (The
     run also shows where `run.evaluator=auto` evaluates on the suite's cluster: its two
     nodes are this machine, so on a small one a thread of the driver.)"""
     _, gpu_node = ray_cluster
@@ -98,7 +98,7 @@ def test_a_gpu_learner_starts_on_a_node_whose_cpus_are_all_taken(ray_cluster, ti
         ray.kill(blocker)
     assert result.stop_reason == "total_env_steps reached"
     assert result.placement["learner"]["node_id"] == gpu_node.node_id
-    cores = len(os.sched_getaffinity(0))
+    cores = usable_cores()
     assert cores_if_alone() == cores  # two simulated nodes, one machine
     in_driver = "evaluations run on a thread of this process (run.evaluator=auto)" in caplog.text
     assert in_driver == (cores <= SMALL_MACHINE_CPUS)
@@ -318,7 +318,7 @@ def test_a_new_run_refused_by_the_pre_flight_leaves_no_directory(ray_cluster, ti
 
 
 def test_cluster_too_small_is_a_clear_error(ray_cluster, tiny):
-    # the learner asks for the GPU only (rayrl.ray.launch.learner_cpus)
+    # the learner asks for the GPU only (rayrl.ray.capacity.learner_cpus)
     with pytest.raises(rayrl.UserError, match=r"has 5 CPUs but the run asks for 20 \("):
         rayrl.train(None, overrides=[*tiny, "workers.num_workers=20"])
 

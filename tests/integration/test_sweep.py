@@ -135,7 +135,7 @@ def test_a_trial_the_cluster_can_never_hold_is_refused_before_any_starts(ray_clu
     with pytest.raises(UserError) as refused:
         sweep(spec)
     message = str(refused.value)
-    # the learner takes the cluster's GPU and no CPU (rayrl.ray.launch.learner_cpus)
+    # the learner takes the cluster's GPU and no CPU (rayrl.ray.capacity.learner_cpus)
     assert message.startswith("a trial with workers.num_workers=8 needs {CPU: 8, GPU: 1,")
     assert "the Ray cluster ({CPU: 5" in message
     assert "\n" not in message

@@ -15,7 +15,8 @@ CHUNK = 64
 
 def start(world: World, workers: WorkerSupervisor, index: int) -> None:
     """Ray answers worker `index`'s readiness call: its process has started."""
-    workers.slots[index].handle.calls_to("__ray_ready__")[0].ref.resolve(None)
+    handle = workers.slots[index].handle
+    handle.calls_to("actor_id")[0].ref.resolve(handle.id)
     world.pump()
 
 

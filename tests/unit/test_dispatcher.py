@@ -8,7 +8,7 @@ from concurrent import futures
 
 from ray.exceptions import RayActorError
 
-from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, died_actor_id
+from rayrl.ray.dispatcher import Deaths, Dispatcher, Life, dead_actor
 from tests.fake_ray import FakeRay, FakeRef, task_error
 
 
@@ -64,8 +64,8 @@ def test_drain_stops_when_done_or_when_time_is_up():
 
 def test_the_dead_actor_is_the_cause_not_the_caller():
     dead = RayActorError(actor_id="store-id")
-    assert died_actor_id(dead) == "store-id"
-    assert died_actor_id(task_error("a bug")) is None
+    assert dead_actor(dead) == "store-id"
+    assert dead_actor(task_error("a bug")) is None
 
 
 class Owner:

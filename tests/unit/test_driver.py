@@ -22,7 +22,7 @@ from rayrl.recorders import Recorders
 from rayrl.run_lifecycle import StopReason
 from rayrl.rundir import RunDirectory
 from rayrl.session import Counters, TrainingSession
-from tests.fake_ray import FakeFactory, FakeRay
+from tests.fake_ray import OWN_ID, FakeFactory, FakeRay
 
 CHUNK_STEPS = 128
 
@@ -54,13 +54,13 @@ def factory(learner: Learner) -> FakeFactory:
     return FakeFactory(
         behaviours={
             "worker": {
-                "__ray_ready__": lambda: None,
+                "actor_id": OWN_ID,
                 "sample": lambda steps: ("chunk", ChunkStats(0, CHUNK_STEPS, [1.0], [1], 0)),
                 "set_weights": lambda info: None,
             },
             # every actor answers its start and its probe: the end of a run waits for no call
             "replay": {
-                "__ray_ready__": lambda: None,
+                "actor_id": OWN_ID,
                 "ping": lambda: None,
                 "add": lambda chunk: CHUNK_STEPS,
                 "stats": lambda: StoreStats(size=5, inserted=5, sampled=0),
@@ -76,7 +76,7 @@ def factory(learner: Learner) -> FakeFactory:
                 "parameters_digest": lambda: "same",
                 "set_store": lambda store: None,
             },
-            "evaluator": {"__ray_ready__": lambda: None, "evaluate": learner.evaluate},
+            "evaluator": {"actor_id": OWN_ID, "evaluate": learner.evaluate},
         }
     )
 

@@ -10,18 +10,18 @@ import time
 import numpy as np
 import pytest
 import torch
-from ray.exceptions import RayActorError
 
 from rayrl.config import FaultsConfig
 from rayrl.contract import StoreKind
+from rayrl.errors import RunFailedError
 from rayrl.evaluation import Evaluator
 from rayrl.presets import load_config
 from rayrl.ray.context import SupervisorContext
-from rayrl.ray.dispatcher import Deaths, Dispatcher, actor_id, died_actor_id
+from rayrl.ray.dispatcher import Deaths, Dispatcher, dead_actor
 from rayrl.ray.driver_evaluator import AbandonedError, DriverEvaluator, DriverEvaluators
 from rayrl.ray.evaluator import EvaluatorSupervisor
 from rayrl.ray.factory import ActorFactory
-from rayrl.ray.restarts import constructor_error
+from rayrl.ray.restarts import ActorStartError, constructor_error
 from rayrl.run_metrics import RunMetrics
 from rayrl.session import Counters
 from tests.fake_ray import FakeActor, FakeRay
@@ -49,7 +49,7 @@ def test_it_answers_as_the_evaluator_does_in_its_own_process():
     torch.manual_seed(0)  # the same initial weights for both
     host = DriverEvaluator("rayrl/test/evaluator", *arguments)
     try:
-        host.__ray_ready__.remote().result(WAIT_S)
+        assert host.actor_id.remote().result(WAIT_S) == "driver-thread:rayrl/test/evaluator"
         hosted = host.evaluate.remote(None, 4, False).result(WAIT_S)
     finally:
         ActorFactory.kill(host)  # as the run's end does
@@ -71,11 +71,11 @@ def test_a_failed_start_is_reported_as_an_actors_constructor_error():
     error would recur at every restart)."""
     host = DriverEvaluator("rayrl/test/evaluator", *evaluator_arguments("env.id=NoSuchEnv-v9"))
     try:
-        with pytest.raises(RayActorError) as raised:
-            host.__ray_ready__.remote().result(WAIT_S)
-        assert died_actor_id(raised.value) == actor_id(host)
+        with pytest.raises(ActorStartError) as raised:
+            host.actor_id.remote().result(WAIT_S)
+        assert dead_actor(raised.value) is None  # no Ray actor's death
         assert "NoSuchEnv" in (constructor_error(raised.value) or "")
-        with pytest.raises(RayActorError) as evaluation:  # an evaluation asked anyway fails
+        with pytest.raises(ActorStartError) as evaluation:  # an evaluation asked anyway fails
             host.evaluate.remote(None, 4, False).result(WAIT_S)
         assert evaluation.value is raised.value
     finally:
@@ -133,6 +133,13 @@ def evaluation(supervisor: EvaluatorSupervisor, dispatcher: Dispatcher, episodes
 
     assert dispatcher.drain(busy, WAIT_S, poll_s=0.05)
     return results
+
+
+def test_a_failed_start_stops_the_run_as_an_actors_constructor_error_does():
+    supervisor, dispatcher = supervised(ThreadFactory("env.id=NoSuchEnv-v9"), timeout_s=60.0)
+    with pytest.raises(RunFailedError, match=r"the evaluator could not start: .*NoSuchEnv"):
+        dispatcher.drain(lambda: True, WAIT_S, poll_s=0.05)
+    assert supervisor.incarnation == 0  # not replaced: it would fail the same way
 
 
 def test_a_slow_evaluation_is_cancelled_and_a_new_thread_evaluates():

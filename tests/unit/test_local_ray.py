@@ -1,16 +1,18 @@
 """The settings of a local Ray that rayrl starts for a run, and where a small machine's run
-evaluates (`rayrl.ray.launch`)."""
+evaluates (`rayrl.ray.connect`, `rayrl.ray.capacity`)."""
 
 from __future__ import annotations
 
 import functools
-import os
 from types import SimpleNamespace
 
 import pytest
 
-from rayrl.ray import launch
-from rayrl.ray.launch import WORKER_NICENESS_ENV, evaluates_in_driver, local_system_config
+from rayrl.compat import ray_internals
+from rayrl.host import usable_cores
+from rayrl.ray import capacity, connect
+from rayrl.ray.capacity import evaluates_in_driver
+from rayrl.ray.connect import WORKER_NICENESS_ENV, local_system_config
 
 
 def test_a_local_ray_runs_its_actors_at_the_commands_priority(monkeypatch):
@@ -52,12 +54,12 @@ def test_the_ray_is_this_machine_alone_when_every_node_is_at_the_drivers_address
     monkeypatch, nodes, autoscaler, alone
 ):
     """`cores_if_alone` reads Ray's node table; Ray's calls are replaced here to isolate it."""
-    monkeypatch.setattr(launch.ray, "nodes", lambda: nodes)
+    monkeypatch.setattr(capacity.ray, "nodes", lambda: nodes)
     context = SimpleNamespace(get_node_id=lambda: "a")
-    monkeypatch.setattr(launch.ray, "get_runtime_context", lambda: context)
-    monkeypatch.setattr(launch, "autoscaler_node_types", lambda: autoscaler)
-    expected = len(os.sched_getaffinity(0)) if alone else None
-    assert launch.cores_if_alone() == expected
+    monkeypatch.setattr(capacity.ray, "get_runtime_context", lambda: context)
+    monkeypatch.setattr(capacity, "autoscaler_node_types", lambda: autoscaler)
+    expected = usable_cores() if alone else None
+    assert capacity.cores_if_alone() == expected
 
 
 def test_a_local_ray_that_did_not_start_in_time_ends_the_run_with_one_line(monkeypatch):
@@ -73,11 +75,11 @@ def test_a_local_ray_that_did_not_start_in_time_ends_the_run_with_one_line(monke
             "the raylet failed to startup or the GCS has become overloaded."
         )
 
-    monkeypatch.setattr(launch.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(connect.ray, "is_initialized", lambda: False)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.setattr(launch, "_init_keeping_sigterm_handler", timed_out)
+    monkeypatch.setattr(connect, "_init_keeping_sigterm_handler", timed_out)
     with pytest.raises(UserError) as error:
-        launch.connect(load_config("cartpole_ppo"), None)
+        connect.connect(load_config("cartpole_ppo"), None)
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith("the local Ray did not start: its raylet did not register")
@@ -87,9 +89,9 @@ def test_a_local_ray_that_did_not_start_in_time_ends_the_run_with_one_line(monke
     def broken(**kwargs):
         raise RuntimeError("something else")
 
-    monkeypatch.setattr(launch, "_init_keeping_sigterm_handler", broken)
+    monkeypatch.setattr(connect, "_init_keeping_sigterm_handler", broken)
     with pytest.raises(RuntimeError, match="something else"):
-        launch.connect(load_config("cartpole_ppo"), None)
+        connect.connect(load_config("cartpole_ppo"), None)
 
 
 def test_a_ray_address_where_nothing_listens_ends_the_run_naming_the_variable(monkeypatch):
@@ -103,12 +105,12 @@ def test_a_ray_address_where_nothing_listens_ends_the_run_naming_the_variable(mo
     def joined(**kwargs):
         raise AssertionError("ray.init was called for an address where nothing listens")
 
-    monkeypatch.setattr(launch.ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(launch, "_init_keeping_sigterm_handler", joined)
+    monkeypatch.setattr(connect.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(connect, "_init_keeping_sigterm_handler", joined)
     with refusing_port() as (_, port):
         monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
         with pytest.raises(UserError) as error:
-            launch.connect(load_config("cartpole_ppo"), None)
+            connect.connect(load_config("cartpole_ppo"), None)
     assert f"RAY_ADDRESS=127.0.0.1:{port}" in str(error.value)
     assert "unset RAY_ADDRESS to start a local Ray" in str(error.value)
 
@@ -124,16 +126,16 @@ def test_auto_probes_the_address_ray_start_recorded_and_names_both(tmp_path, mon
     def joined(**kwargs):
         raise AssertionError("ray.init was called for an address where nothing listens")
 
-    monkeypatch.setattr(launch.ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(launch, "_init_keeping_sigterm_handler", joined)
+    monkeypatch.setattr(connect.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(connect, "_init_keeping_sigterm_handler", joined)
     refused_at_once = functools.partial(address.check_reachable, retry_s=0.0)
-    monkeypatch.setattr(launch, "check_reachable", refused_at_once)
+    monkeypatch.setattr(connect, "check_reachable", refused_at_once)
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
     (tmp_path / "ray").mkdir()
     with refusing_port() as (_, port):
         (tmp_path / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{port}")
         with pytest.raises(UserError) as error:
-            launch.connect(load_config("cartpole_ppo"), "auto")
+            connect.connect(load_config("cartpole_ppo"), "auto")
     assert str(error.value).startswith(
         f"cannot connect to the Ray cluster at --address=auto (127.0.0.1:{port}, recorded by "
         "`ray start`): nothing accepts connections"
@@ -155,9 +157,9 @@ def test_auto_joins_the_recorded_ray_as_auto_unless_ray_address_names_one(
     from rayrl.presets import load_config
 
     calls = []
-    monkeypatch.setattr(launch.ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(launch, "_init_keeping_sigterm_handler", lambda **k: calls.append(k))
-    monkeypatch.setattr(launch, "token_auth_enabled", lambda: True)
+    monkeypatch.setattr(connect.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(connect, "_init_keeping_sigterm_handler", lambda **k: calls.append(k))
+    monkeypatch.setattr(ray_internals, "token_auth_enabled", lambda: True)
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))
@@ -169,5 +171,5 @@ def test_auto_joins_the_recorded_ray_as_auto_unless_ray_address_names_one(
             monkeypatch.delenv("RAY_ADDRESS", raising=False)
         else:
             monkeypatch.setenv("RAY_ADDRESS", address if environment == "LISTENING" else "auto")
-        assert launch.connect(load_config("cartpole_ppo"), "auto")
+        assert connect.connect(load_config("cartpole_ppo"), "auto")
     assert calls[0]["address"] == (address if joins == "LISTENING" else "auto")

@@ -63,7 +63,7 @@ class World:
     unplaced: set = field(default_factory=set)
     """Names of the fake actors Ray has no process for (they wait for capacity)."""
     store_started: bool = True
-    """The store's constructor has finished (its `__ray_ready__` answered)."""
+    """The store's constructor has finished (its `actor_id` answered)."""
 
     def __post_init__(self) -> None:
         self.dispatcher = Dispatcher(wait=FakeRay.wait, get=FakeRay.get)
@@ -103,7 +103,7 @@ class World:
 
     def ready(self, actor) -> None:
         """The actor's constructor finishes."""
-        actor.calls_to("__ray_ready__")[0].ref.resolve(None)
+        actor.calls_to("actor_id")[0].ref.resolve(actor.id)
         self.pump()
 
     def placed(self, handle) -> bool:
@@ -131,7 +131,7 @@ class World:
         """Ray answers every worker's readiness call: their processes have started (only
         then are they asked for chunks)."""
         for slot in workers.slots:
-            slot.handle.calls_to("__ray_ready__")[0].ref.resolve(None)
+            slot.handle.calls_to("actor_id")[0].ref.resolve(slot.handle.id)
         self.pump()
 
 
@@ -423,7 +423,7 @@ def test_a_worker_restarts_with_backoff_until_its_limit_stops_the_run():
 
     def die() -> None:
         handle = slot.handle
-        handle.calls_to("__ray_ready__")[0].ref.fail(handle.died())
+        handle.calls_to("actor_id")[0].ref.fail(handle.died())
         world.pump()
 
     die()
@@ -448,10 +448,10 @@ def test_restarts_outside_the_window_do_not_count():
     world = World(num_workers=1, faults=faults)
     workers = world.workers()
     slot = workers.slots[0]
-    slot.handle.calls_to("__ray_ready__")[0].ref.fail(slot.handle.died())
+    slot.handle.calls_to("actor_id")[0].ref.fail(slot.handle.died())
     world.pump()
     world.clock.now = 101.0
-    slot.handle.calls_to("__ray_ready__")[0].ref.fail(slot.handle.died())
+    slot.handle.calls_to("actor_id")[0].ref.fail(slot.handle.died())
     world.pump()
     assert slot.incarnation == 2
 
@@ -460,9 +460,7 @@ def test_an_error_in_a_workers_constructor_stops_the_run_with_it():
     world = World(num_workers=1)
     workers = world.workers()
     handle = workers.slots[0].handle
-    handle.calls_to("__ray_ready__")[0].ref.fail(
-        handle.failed_to_start("gymnasium.error.Error: no ROM")
-    )
+    handle.calls_to("actor_id")[0].ref.fail(handle.failed_to_start("gymnasium.error.Error: no ROM"))
     with pytest.raises(
         RunFailedError, match=r"worker 0 could not start: gymnasium\.error\.Error: no ROM"
     ):
@@ -484,7 +482,7 @@ def test_training_goes_on_with_the_workers_that_remain_when_capacity_is_lost():
     assert lost.waiting_for_capacity
     workers.request_chunks()
     assert len(workers.slots[0].handle.calls_to("sample")) == 2  # worker 0 goes on
-    lost.handle.calls_to("__ray_ready__")[0].ref.resolve(None)  # capacity is back
+    lost.handle.calls_to("actor_id")[0].ref.resolve(lost.handle.id)  # capacity is back
     world.pump()
     assert lost.ready
     assert not lost.waiting_for_capacity
@@ -695,6 +693,7 @@ def test_the_waiting_notice_is_said_again_for_a_restored_learner_and_never_for_a
         world.deaths.handle(supervisor.first.died())  # restored at once: placed, slow to start
         watch_until_notice_time()
         assert notices() == 1
+        world.pump()  # (the restored learner has told its id)
         world.deaths.handle(supervisor.first.died())  # restored again, after a backoff...
         world.clock.now = supervisor.restore_at
         supervisor.watch()
@@ -1066,7 +1065,7 @@ def test_an_error_in_the_evaluators_constructor_stops_the_run_with_it():
     world = World()
     supervisor = evaluator(world, started=False)
     error = supervisor.handle.failed_to_start("gymnasium.error.Error: no ROM")
-    supervisor.handle.calls_to("__ray_ready__")[0].ref.fail(error)
+    supervisor.handle.calls_to("actor_id")[0].ref.fail(error)
     with pytest.raises(RunFailedError, match="the evaluator could not start: gymnasium"):
         world.pump()
 

@@ -10,7 +10,7 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import PopulationBasedTraining
 
-from rayrl.sweeps.pbt import SweepPBT
+from rayrl.compat.tune_internals import SweepPBT
 
 INTERVAL = 100
 

@@ -1,4 +1,4 @@
-"""The console script's exit (`rayrl.quick_exit`) in real processes: what a normal exit does
+"""The console script's exit (`rayrl.compat.interpreter`) in real processes: what a normal exit does
 still happens, the interpreter's finalization does not; and `disconnect`'s early kill of
 the local Ray's autoscaler monitor, isolated from Ray."""
 
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 import ray
 
-from rayrl.quick_exit import exit_code_of
-from rayrl.ray import launch
+from rayrl.compat.interpreter import exit_code_of
+from rayrl.ray import connect
 
 
 def python(program: str) -> subprocess.CompletedProcess:
@@ -28,7 +28,7 @@ def test_exit_now_waits_for_threads_runs_atexit_flushes_and_exits_at_once():
     proc = python(
         """
 import atexit, sys, threading, time
-from rayrl.quick_exit import exit_now
+from rayrl.compat.interpreter import exit_now
 
 atexit.register(lambda: print("atexit handler ran"))
 threading.Thread(target=lambda: (time.sleep(0.3), print("thread finished"))).start()
@@ -49,7 +49,7 @@ def test_exit_now_stops_a_live_thread_pool_as_a_normal_exit_does():
     proc = python(
         """
 from concurrent.futures import ThreadPoolExecutor
-from rayrl.quick_exit import exit_now
+from rayrl.compat.interpreter import exit_now
 
 POOL = ThreadPoolExecutor(2)
 print(POOL.submit(lambda: 42).result())
@@ -68,7 +68,7 @@ def test_an_interrupt_during_the_exit_exits_at_once_with_130():
             "-c",
             """
 import threading, time
-from rayrl.quick_exit import exit_now
+from rayrl.compat.interpreter import exit_now
 
 def outlive_the_main_thread():
     while threading.main_thread().is_alive():  # until the exit has begun
@@ -148,7 +148,7 @@ def test_disconnect_kills_the_monitor_of_a_ray_it_started_then_shuts_down(monkey
     monitor = FakeProcess()
     node = SimpleNamespace(all_processes={"monitor": [SimpleNamespace(process=monitor)]})
     monkeypatch.setattr(ray._private.worker, "_global_node", node)
-    launch.disconnect()
+    connect.disconnect()
     assert monitor.killed
     assert shutdowns == [1]
 
@@ -156,11 +156,11 @@ def test_disconnect_kills_the_monitor_of_a_ray_it_started_then_shuts_down(monkey
 def test_disconnect_from_a_joined_cluster_kills_nothing(monkeypatch, shutdowns):
     """A driver that joined a cluster holds a node that started no process."""
     monkeypatch.setattr(ray._private.worker, "_global_node", SimpleNamespace(all_processes={}))
-    launch.disconnect()
+    connect.disconnect()
     assert shutdowns == [1]
 
 
 def test_disconnect_shuts_down_when_rays_private_state_is_not_as_expected(monkeypatch, shutdowns):
     monkeypatch.setattr(ray._private.worker, "_global_node", SimpleNamespace())
-    launch.disconnect()
+    connect.disconnect()
     assert shutdowns == [1]

@@ -1,6 +1,5 @@
-"""Launching and connecting: joining a Ray cluster or starting a local Ray sized to the
-machine, and the pre-flight: once Ray is connected and before any actor starts, a run that
-the cluster can never host is refused in one line (`check_cluster`).
+"""The pre-flight: once Ray is connected and before any actor starts, a run that the
+cluster can never host is refused in one line (`check_cluster`).
 
 An actor runs on one node, so capacity is counted per node as well as over the cluster: a
 worker's `workers.cpus_per_worker` CPUs, and a learner's `learner.num_gpus` GPUs (or its
@@ -13,13 +12,13 @@ against the largest node there now (`check_store_memory`).
 
 An autoscaler can add nodes. What no node holds now is accepted when a node type the
 autoscaler can start would hold it: the run logs that it waits for the autoscaler, and
-`faults.start_timeout_s` bounds the learner's wait. Ray 2.60 gives a driver no public way to
-read the autoscaler's node types, so `autoscaler_node_types` reads, most reliable first:
+`faults.start_timeout_s` bounds the learner's wait. Ray gives a driver no public way to
+read the autoscaler's node types, so `autoscaler_node_types` reads, most reliable first
+(the first two through `rayrl.compat.ray_internals`):
 
-1. the cluster config in the GCS (`ray._private.state.state.get_cluster_config()`): each
-   node group's resources and maximum count, as an autoscaler reports them (Anyscale's does;
-   Ray 2.60's own autoscalers do not yet); Ray Data and Ray Train read it for the same
-   question;
+1. the cluster config in the GCS: each node group's resources and maximum count, as an
+   autoscaler reports them (Anyscale's does; Ray 2.60's own autoscalers do not yet); Ray
+   Data and Ray Train read it for the same question;
 2. when an autoscaler reports its state to the GCS (Ray's v2 autoscaler: the default of
    `ray up` since Ray 2.50, and KubeRay's with autoscaler v2), the autoscaling config that
    `ray up` leaves for it on the head node, `~/ray_bootstrap_config.yaml` (the driver of
@@ -30,38 +29,32 @@ read the autoscaler's node types, so `autoscaler_node_types` reads, most reliabl
 
 Without an autoscaler's state in the GCS (a local Ray, nodes started by hand, Ray's v1
 autoscaler, whose status in the GCS's key-value store a read-only monitor on every cluster
-writes too) the nodes there now are all there will be. A private
-reading that fails (another Ray version) counts as "not known", never as an error.
+writes too) the nodes there now are all there will be. Where the GCS cannot be asked
+(another Ray version), whether an autoscaler runs is not known, and the run is accepted as
+it would be with an autoscaler of unknown node types: a check that fails never refuses a
+valid run.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import os
-import signal
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import psutil
 import ray
 import torch
 import yaml
 
 from rayrl.algorithms import ALGORITHMS
+from rayrl.compat import ray_internals
 from rayrl.config import Config
 from rayrl.envs.spec import EnvSpec
-from rayrl.errors import ConfigError, UserError
-from rayrl.ray.address import AUTO, check_reachable, connect_failure, given, resolve_auto
+from rayrl.errors import ConfigError
+from rayrl.host import usable_cores
 
 logger = logging.getLogger(__name__)
-
-WORKER_NICENESS_ENV = "RAY_worker_niceness"
-"""Ray's environment variable for its workers' priority (Ray's default: 15 below normal)."""
 
 
 def learner_cpus(num_gpus: float) -> float:
@@ -78,222 +71,6 @@ def requested_cpus(config: Config, learner_gpus: float) -> float:
     """The CPUs of every actor of the run, its learners asking for `learner_gpus` each."""
     workers, learners = config.workers, config.learner.num_learners
     return workers.num_workers * workers.cpus_per_worker + learners * learner_cpus(learner_gpus)
-
-
-def connect(
-    config: Config, address: str | None, dashboard: bool = False, cpus: float | None = None
-) -> bool:
-    """Join the Ray at `address` (or $RAY_ADDRESS; `auto` is the Ray that `ray start`
-    started on this machine, never another program's own: `rayrl.ray.address`), or start a
-    local one sized to this machine, or to `cpus` (default: the run's actors') where that is
-    more.
-
-    Returns True when this call connected (so the caller disconnects, and a local Ray it
-    started is shut down with it); False when Ray was already initialized in this process
-    (a notebook, the test suite), which is then left as it is.
-    """
-    if ray.is_initialized():
-        return False
-    source = "--address"
-    from_environment = os.environ.get("RAY_ADDRESS")
-    if address in (None, AUTO) and from_environment and from_environment != AUTO:
-        # inside a Ray job (`ray job submit`), or a user who points every Ray program at a
-        # cluster: join it rather than start a second Ray (Ray's own `auto` takes it first)
-        address, source = from_environment, "RAY_ADDRESS"
-        logger.info("joining the Ray cluster at RAY_ADDRESS=%s", address)
-    elif address is None and from_environment == AUTO:
-        address, source = AUTO, "RAY_ADDRESS"
-    if address is None:
-        cores = os.cpu_count() or 1
-        # a learner whose GPU request is decided once Ray is up counts as one on a CPU
-        learner_gpus = config.learner.num_gpus or 0.0
-        needed = math.ceil(requested_cpus(config, learner_gpus) if cpus is None else cpus)
-        if needed > cores:
-            logger.info(
-                "the run asks for %d CPUs and this machine has %d: starting a local Ray with "
-                "%d logical CPUs (workers share cores)",
-                needed,
-                cores,
-                needed,
-            )
-        try:
-            _init_keeping_sigterm_handler(
-                address="local",  # a new Ray even when another one runs on this machine
-                num_cpus=max(cores, needed),
-                include_dashboard=dashboard,
-                logging_level=logging.WARNING,
-                _system_config=local_system_config(),
-            )
-        except Exception as exc:
-            if LOCAL_START_TIMEOUT not in str(exc):
-                raise
-            raise UserError(local_start_timed_out(cores)) from None
-        return True
-    shown, joined = given(address, source), address
-    if address == AUTO:
-        address = resolve_auto(source)
-        shown = given(AUTO, source, address)
-        logger.info("joining the Ray that `ray start` started on this machine, at %s", address)
-    check_reachable(address, source, shown=shown)
-    try:
-        # `auto` itself, now known to stand for the recorded address (Ray reads the record
-        # first), so that Ray turns on token authentication as it does for `auto` only
-        _init_keeping_sigterm_handler(address=joined, logging_level=logging.WARNING)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise connect_failure(address, source, exc, shown=shown) from None
-    if token_auth_enabled() is False:
-        logger.warning(
-            "the Ray cluster at %s let this driver in without a token: it does not enforce "
-            "token authentication, so anyone who can reach it can run code on it; start it "
-            "with RAY_AUTH_MODE=token (cluster/README.md, Security)",
-            address,
-        )
-    return True
-
-
-LOCAL_START_TIMEOUT = "timed out during startup"
-"""What Ray 2.60's `ray.init` raises (a bare `Exception`) when the local Ray it started has
-not registered its raylet within 30 s, a limit fixed in Ray's code (`ray._private.node`)."""
-
-
-def local_start_timed_out(cores: int) -> str:
-    """The one line a run ends with when its local Ray did not start in time. Ray raises a
-    bare `Exception`, shown with its traceback; on a user's machine it means the machine was
-    too busy to start Ray's processes within Ray's 30 s (two busy loops on 2 cores, as
-    `bench/loaded_ci.sh` makes, did not do it; two other Ray runs beside the test suite on 2
-    cores, a load average of 17-26, did), which the user can act on: a `UserError`."""
-    load = os.getloadavg()[0]
-    return (
-        f"the local Ray did not start: its raylet did not register within Ray's 30 s "
-        f"(load average {load:.1f} on {cores} cores); nothing was trained. Run again when "
-        "the machine is less busy, or start Ray once (`ray start --head`) and pass --address"
-    )
-
-
-def local_system_config() -> dict[str, Any]:
-    """The Ray settings of a local Ray that rayrl starts: its actors at the priority of the
-    command that started them.
-
-    Ray lowers every worker process's priority by 15 (`worker_niceness`), so that on a busy
-    cluster node its GCS and raylet keep the CPU they need. On the user's own machine the
-    actors are the work the user asked for: at nice 15 each gets about 1/28 of the share of
-    any ordinary process beside it (a build, a browser, a single-process trainer), so one
-    busy program slows a run several times over, while the driver, which mostly waits,
-    keeps full priority. At 0 the whole run has the priority the user gave the command:
-    `nice rayrl train` makes all of it yield, not the driver alone. A local Ray holds a
-    handful of actors, which leave Ray's own processes their fair share.
-
-    A user who sets `RAY_worker_niceness` gets Ray's reading of it: a `_system_config`
-    would override the environment. A cluster that rayrl joins keeps its own settings."""
-    if WORKER_NICENESS_ENV in os.environ:
-        return {}
-    return {"worker_niceness": 0}
-
-
-def disconnect() -> None:
-    """`ray.shutdown()`, about a second sooner when this process started the local Ray.
-
-    Ray stops the processes it started one after another, giving each a second to exit on
-    SIGTERM; its autoscaler monitor never exits within that second once the GCS is gone
-    (Ray 2.60: `ray.shutdown` took 1.2 s, 1.0 of them on the monitor; 0.4 s with the monitor
-    gone first). The monitor only reports the cluster's state, so it is killed first here,
-    as Ray would a second later (SIGTERM while the GCS lives makes it print a traceback). A
-    driver that joined a cluster started nothing: Ray stops nothing there, neither does
-    this. A private reading that fails leaves it all to Ray."""
-    try:
-        node = ray._private.worker._global_node
-        processes: list[Any] = node.all_processes.get("monitor", []) if node is not None else []
-        for info in processes:
-            info.process.kill()
-    except Exception as error:  # another Ray version: its own shutdown, at its own pace
-        logger.debug("the autoscaler monitor is left to ray.shutdown: %r", error)
-    ray.shutdown()
-
-
-def token_auth_enabled() -> bool | None:
-    """Whether this process talks to Ray with token authentication (Ray 2.52+). A driver
-    without it that could connect means the cluster does not require it: a cluster that
-    does refuses it. None when this Ray does not say (its private API moved)."""
-    try:
-        from ray._private.authentication.authentication_utils import is_token_auth_enabled
-
-        return bool(is_token_auth_enabled())
-    except Exception:  # another Ray version: no answer, no warning
-        return None
-
-
-def _init_keeping_sigterm_handler(**kwargs: Any) -> None:
-    """`ray.init`, which installs its own SIGTERM handler first thing (`sys.exit(15)`); a
-    handler the caller installed before (the CLI's: stop like Ctrl-C, with a final
-    checkpoint) is put back. Without one, Ray's stays.
-
-    An interrupt while Ray starts (Ctrl-C, or SIGTERM under Ray's handler) stops what Ray
-    had started of a local Ray (its agents would outlive this process). A SIGTERM is then
-    handed to the caller's handler, as if Ray had not taken it: one that raises (the CLI's
-    raises `KeyboardInterrupt`) stops the start with its exception; one that returns (a
-    handler that only notes the request, for the caller to act on later) keeps the process
-    going, so Ray is started again rather than the process ending with Ray's 15."""
-    previous = signal.getsignal(signal.SIGTERM)
-    main_thread = threading.current_thread() is threading.main_thread()
-    callers = previous if callable(previous) and main_thread else None
-    while not _init_once(callers, **kwargs):
-        logger.warning(
-            "SIGTERM arrived while Ray was starting and its handler let the process go on: "
-            "Ray's partial start was stopped, and Ray is starting again"
-        )
-
-
-def _init_once(callers: Callable[[int, Any], Any] | None, **kwargs: Any) -> bool:
-    """One `ray.init` under `_init_keeping_sigterm_handler`'s rules; False when a SIGTERM
-    cut it short and the caller's handler returned (Ray is to be started again)."""
-    starts_local = kwargs.get("address") == "local"
-    before = _ray_descendants() if starts_local else set()
-    try:
-        ray.init(**kwargs)
-    except (KeyboardInterrupt, SystemExit) as interrupt:
-        if callers is not None:
-            signal.signal(signal.SIGTERM, callers)
-        started = _ray_descendants() - before if starts_local else set()
-        try:
-            with contextlib.suppress(Exception):  # a Ray stopped half-started may not stop
-                ray.shutdown()
-        finally:  # also when a second interrupt cuts the shutdown short
-            _kill(started)
-        ray_took_sigterm = isinstance(interrupt, SystemExit) and interrupt.code == signal.SIGTERM
-        if callers is None or not ray_took_sigterm:
-            raise
-        callers(signal.SIGTERM, None)  # raises to stop the start, or returns to go on
-        return False
-    if callers is not None:
-        signal.signal(signal.SIGTERM, callers)
-    return True
-
-
-RAY_PACKAGE = os.path.dirname(ray.__file__)
-
-
-def _ray_descendants() -> set[psutil.Process]:
-    """This process's children and theirs that are Ray's: the processes a local Ray starts
-    (its GCS and raylet, binaries in Ray's package; the raylet's agents and Ray's monitors,
-    Ray's Python files; workers, titled `ray::...`), not the caller's own (a notebook's, a
-    data loader's)."""
-    found = set()
-    with contextlib.suppress(psutil.Error):
-        for process in psutil.Process().children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                command = process.cmdline()
-                if any(part.startswith(("ray::", RAY_PACKAGE)) for part in command):
-                    found.add(process)
-    return found
-
-
-def _kill(processes: set[psutil.Process]) -> None:
-    """Kill what a `ray.init` that was interrupted had started and `ray.shutdown` did not
-    stop: interrupted while it built its node, Ray has no record of the processes it
-    started (a raylet's dashboard and runtime-env agents outlived the driver, measured)."""
-    for process in processes:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
 
 
 Resources = Mapping[str, float]
@@ -415,7 +192,7 @@ def cores_if_alone() -> int | None:
         return None
     if autoscaler_node_types() != ():  # asks the GCS: only once the nodes are all here
         return None
-    return len(os.sched_getaffinity(0))
+    return usable_cores()
 
 
 def check_workers(config: Config, capacity: Capacity, num_gpus: float) -> None:
@@ -535,45 +312,20 @@ def autoscaler_node_types() -> tuple[NodeType, ...] | None:
     reported = reported_node_types()
     if reported is not None:
         return reported
-    if not autoscaler_reports_state():
+    reports_state = ray_internals.autoscaler_reports_state()
+    if reports_state is None:  # the GCS cannot be asked: no refusal on a guess
+        return None
+    if not reports_state:
         return ()
     return bootstrap_node_types(Path(BOOTSTRAP_CONFIG).expanduser())
 
 
 def reported_node_types() -> tuple[NodeType, ...] | None:
     """The node groups in the GCS's cluster config; None when none was reported."""
-    try:
-        from ray._private.state import state
-
-        cluster_config = state.get_cluster_config()
-    except Exception:  # a private reading: any failure means "not known"
-        logger.debug("no cluster config from the GCS", exc_info=True)
+    groups = ray_internals.cluster_node_groups()
+    if groups is None:
         return None
-    if cluster_config is None or not cluster_config.node_group_configs:
-        return None
-    return tuple(
-        NodeType(
-            group.name, dict(group.resources), math.inf if group.max_count < 0 else group.max_count
-        )
-        for group in cluster_config.node_group_configs
-        if group.max_count != 0
-    )
-
-
-def autoscaler_reports_state() -> bool:
-    """Whether an autoscaler reports its state to the GCS (Ray's v2 autoscaler does)."""
-    try:
-        from ray._raylet import GcsClient  # type: ignore[attr-defined, unused-ignore]  # private, no stubs
-        from ray.core.generated.autoscaler_pb2 import (  # type: ignore[attr-defined, unused-ignore]
-            GetClusterStatusReply,  # generated protobuf code: no stubs
-        )
-
-        client = GcsClient(address=ray.get_runtime_context().gcs_address)
-        reply = GetClusterStatusReply.FromString(client.get_cluster_status())
-    except Exception:  # a private reading: any failure means "not known"
-        logger.debug("no autoscaler state from the GCS", exc_info=True)
-        return False
-    return reply.HasField("autoscaling_state")
+    return tuple(NodeType(*group) for group in groups if group[2] != 0)
 
 
 def bootstrap_node_types(path: Path) -> tuple[NodeType, ...] | None:

@@ -1,5 +1,5 @@
-"""Ray Tune's population-based training, its synchronous mode kept from waiting for ever
-and from ending a trial it has just copied into.
+"""Tune's private names (see `rayrl.compat`): population-based training whose synchronous
+mode is kept from waiting for ever and from ending a trial it has just copied into.
 
 Synchronous PBT (`scheduler.synch`) pauses each trial at a perturbation until every live
 trial has reached it, and then runs only the trials below the next one. In Ray 2.60 it
@@ -23,15 +23,57 @@ carries it out: the trial ends there, its run cut off. Here that stale decision 
 when the copy is made, and the trial is paused with the copied checkpoint, as Ray means it
 to be.
 
-Asynchronous PBT (the default) is Ray's, unchanged.
+Asynchronous PBT (the default) is Ray's, unchanged. `SweepPBT` reads and overrides Tune's
+scheduler internals (`_synch`, `_trial_state`, `_exploit`, the controller's
+`_cached_trial_decisions`), which no public hook reaches: `pbt_scheduler` uses it only on
+the Ray versions it was written for (`rayrl.compat.RAY_WRITTEN_FOR`), and Tune's own
+`PopulationBasedTraining` elsewhere, saying so when the sweep asked for the synchronous
+mode.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
+
+from rayrl.compat import fell_back, ray_written_for, refuse_if_public_only
+
+logger = logging.getLogger(__name__)
+
+SCHEDULER_INTERNALS = (
+    "_synch",
+    "_trial_state",
+    "_next_perturbation_sync",
+    "_perturbation_interval",
+)
+"""The attributes of Tune's `PopulationBasedTraining` that `SweepPBT` reads."""
+
+
+def pbt_scheduler(**settings: Any) -> PopulationBasedTraining:
+    """A `SweepPBT` with `settings` (`PopulationBasedTraining`'s arguments) where this Ray is
+    one it was written for and has the internals it reads; Tune's own scheduler otherwise."""
+    try:
+        refuse_if_public_only("Tune's PopulationBasedTraining internals")
+        if not ray_written_for():
+            raise RuntimeError("a Ray version SweepPBT was not written for")
+        scheduler = SweepPBT(**settings)
+        missing = [name for name in SCHEDULER_INTERNALS if not hasattr(scheduler, name)]
+        if missing or not hasattr(PopulationBasedTraining, "_exploit"):
+            raise RuntimeError(f"Tune's PBT lacks {missing or ['_exploit']}")
+        return scheduler
+    except Exception as error:
+        fell_back("rayrl's synchronous PBT", error, "Tune's own PopulationBasedTraining")
+        if settings.get("synch"):
+            logger.warning(
+                "scheduler.synch=true runs on Tune's own synchronous PBT (%s): a trial that "
+                "fails before a perturbation, or a resumed sweep, can leave the others "
+                "paused for ever",
+                error,
+            )
+        return PopulationBasedTraining(**settings)
 
 
 class SweepPBT(PopulationBasedTraining):

@@ -1,11 +1,11 @@
-"""Leaving the process as soon as a command's work is done.
+"""CPython's private names (see `rayrl.compat`): leaving the process as soon as a
+command's work is done.
 
 With torch and Ray loaded, the interpreter's own finalization (freeing every module and
 object, running the extensions' destructors) takes about a second after the last atexit
-handler, on top of a run that has already closed its files: `rayrl train` measured 1.2 s
-from its last atexit handler to the process' exit on a 2-core machine. Nothing a finished
-command needs happens in that second, so the console script does the first two steps of
-the interpreter's exit itself, in the interpreter's order, and skips the rest:
+handler, on top of a run that has already closed its files. Nothing a finished command
+needs happens in that second, so the console script does the first two steps of the
+interpreter's exit itself, in the interpreter's order, and skips the rest:
 
 1. `threading._shutdown()`: what `Py_FinalizeEx` calls first. It stops thread pools
    (`concurrent.futures` registers its shutdown there, not with atexit) and waits for
@@ -14,11 +14,12 @@ the interpreter's exit itself, in the interpreter's order, and skips the rest:
    user's env module registered (an error in one is printed and the next still runs);
 3. the standard streams flushed, then `os._exit(code)`.
 
-Both calls are CPython's private names for its own exit path. What `os._exit` skips:
-C-level exit handlers and the C library's stdio buffers (output that a C extension left
-unflushed in a pipe), and the garbage collection of what is left. An interrupt during
-these steps (a second Ctrl-C, a late SIGTERM) exits at once with 130, as the CLI promises
-for a second interrupt.
+What `os._exit` skips: C-level exit handlers and the C library's stdio buffers (output
+that a C extension left unflushed in a pipe), and the garbage collection of what is left.
+An interrupt during these steps (a second Ctrl-C, a late SIGTERM) exits at once with 130,
+as the CLI promises for a second interrupt. Where either private function is missing (a
+Python other than CPython, a version that renamed them) or `RAYRL_PUBLIC_API_ONLY` is set,
+the process exits normally (`sys.exit`), a second later.
 
 Only the console script and `python -m rayrl` do this; `rayrl.cli.main` called from Python
 (a test's CliRunner, a notebook) returns or raises as before.
@@ -32,6 +33,8 @@ import os
 import sys
 import threading
 from typing import NoReturn
+
+from rayrl.compat import fell_back, refuse_if_public_only
 
 EXIT_INTERRUPTED = 130
 """The shell's status for a process ended by Ctrl-C."""
@@ -50,10 +53,17 @@ def exit_code_of(code: object) -> int:
 
 def exit_now(code: int) -> NoReturn:
     """End the process with `code` as a normal exit would, without the interpreter's
-    finalization."""
+    finalization where CPython's exit steps can be called; else a normal exit."""
     try:
-        threading._shutdown()  # type: ignore[attr-defined]  # what a normal exit calls first
-        atexit._run_exitfuncs()
+        refuse_if_public_only("threading._shutdown, atexit._run_exitfuncs")
+        shutdown_threads = threading._shutdown  # type: ignore[attr-defined]
+        run_exit_handlers = atexit._run_exitfuncs
+    except Exception as error:
+        fell_back("CPython's exit steps", error, "a normal exit")
+        sys.exit(code)
+    try:
+        shutdown_threads()
+        run_exit_handlers()
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
     _flush_streams()
