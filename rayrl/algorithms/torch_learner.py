@@ -296,11 +296,13 @@ class CompiledStep:
         self._step: Callable[[], object] = torch.compile(self._eager_step)
         self.compiled = True
         """False once compiling failed and the step is the eager one."""
+        self._stepped = False
 
     def __call__(self) -> None:
         try:
             self._step()
-        except torch_internals.compile_failure_types() as exc:
+            self._stepped = True
+        except torch_internals.compile_failure_types(first_call=not self._stepped) as exc:
             lines = str(exc).strip().splitlines()
             logger.warning(
                 "learner: compiling the %s step failed (%s); stepping eagerly instead "

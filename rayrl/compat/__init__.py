@@ -44,7 +44,7 @@ PUBLIC_ONLY_ENV = "RAYRL_PUBLIC_API_ONLY"
 
 RAY_WRITTEN_FOR = ((2, 52), (2, 60))
 """The Ray minor versions, oldest and newest, whose internals this package was written and
-tested against (CI runs the oldest and the newest)."""
+tested against (`.ci/run` runs the newest, `.ci/floors` the oldest)."""
 
 
 class PrivateAccessRefusedError(RuntimeError):
@@ -67,11 +67,13 @@ _said: set[str] = set()
 
 
 def fell_back(what: str, error: BaseException, consequence: str) -> None:
-    """Log, once per process and access, that `what` failed and what rayrl does instead."""
+    """Log, once per process and access, that `what` failed and what rayrl does instead (at
+    debug level when `RAYRL_PUBLIC_API_ONLY` asked for it)."""
     if what in _said:
         return
     _said.add(what)
-    logger.debug("%s unavailable (%s): %s", what, error, consequence)
+    level = logging.DEBUG if public_only() else logging.INFO
+    logger.log(level, "%s unavailable (%s): %s", what, error, consequence)
 
 
 def ray_written_for() -> bool:

@@ -17,9 +17,9 @@ interpreter's exit itself, in the interpreter's order, and skips the rest:
 What `os._exit` skips: C-level exit handlers and the C library's stdio buffers (output
 that a C extension left unflushed in a pipe), and the garbage collection of what is left.
 An interrupt during these steps (a second Ctrl-C, a late SIGTERM) exits at once with 130,
-as the CLI promises for a second interrupt. Where either private function is missing (a
-Python other than CPython, a version that renamed them) or `RAYRL_PUBLIC_API_ONLY` is set,
-the process exits normally (`sys.exit`), a second later.
+as the CLI promises for a second interrupt. On a Python other than CPython or a CPython
+outside `WRITTEN_FOR`, where either step is missing or fails, or with
+`RAYRL_PUBLIC_API_ONLY` set, the process exits normally (`sys.exit`), a second later.
 
 Only the console script and `python -m rayrl` do this; `rayrl.cli.main` called from Python
 (a test's CliRunner, a notebook) returns or raises as before.
@@ -51,11 +51,18 @@ def exit_code_of(code: object) -> int:
     return 1
 
 
+WRITTEN_FOR = ((3, 10), (3, 13))
+"""The CPython versions whose exit runs these two steps first, in this order."""
+
+
 def exit_now(code: int) -> NoReturn:
     """End the process with `code` as a normal exit would, without the interpreter's
     finalization where CPython's exit steps can be called; else a normal exit."""
     try:
         refuse_if_public_only("threading._shutdown, atexit._run_exitfuncs")
+        oldest, newest = WRITTEN_FOR
+        if sys.implementation.name != "cpython" or not oldest <= sys.version_info[:2] <= newest:
+            raise RuntimeError(f"{sys.implementation.name} {sys.version.split()[0]}")
         shutdown_threads = threading._shutdown  # type: ignore[attr-defined]
         run_exit_handlers = atexit._run_exitfuncs
     except Exception as error:
@@ -66,6 +73,9 @@ def exit_now(code: int) -> NoReturn:
         run_exit_handlers()
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
+    except Exception as error:  # the steps themselves failed: what is left, the normal way
+        fell_back("CPython's exit steps", error, "a normal exit")
+        sys.exit(code)
     _flush_streams()
     os._exit(code)
 

@@ -80,19 +80,19 @@ def cluster_node_groups() -> list[tuple[str, dict[str, float], float]] | None:
         from ray._private.state import state
 
         cluster_config = state.get_cluster_config()
+        if cluster_config is None or not cluster_config.node_group_configs:
+            return None
+        return [
+            (
+                str(group.name),
+                {str(key): float(amount) for key, amount in group.resources.items()},
+                math.inf if group.max_count < 0 else float(group.max_count),
+            )
+            for group in cluster_config.node_group_configs
+        ]
     except Exception as error:
         fell_back("the GCS's cluster config", error, "node types not known from it")
         return None
-    if cluster_config is None or not cluster_config.node_group_configs:
-        return None
-    return [
-        (
-            group.name,
-            dict(group.resources),
-            math.inf if group.max_count < 0 else float(group.max_count),
-        )
-        for group in cluster_config.node_group_configs
-    ]
 
 
 def autoscaler_reports_state() -> bool | None:
@@ -107,10 +107,10 @@ def autoscaler_reports_state() -> bool | None:
 
         client = GcsClient(address=ray.get_runtime_context().gcs_address)
         reply = GetClusterStatusReply.FromString(client.get_cluster_status())
+        return bool(reply.HasField("autoscaling_state"))
     except Exception as error:
         fell_back("the autoscaler's state in the GCS", error, "an autoscaler counts as unknown")
         return None
-    return bool(reply.HasField("autoscaling_state"))
 
 
 def ray_address_file() -> str:

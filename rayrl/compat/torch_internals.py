@@ -9,15 +9,16 @@ DYNAMO_CONTEXT_LOGGER = "torch._dynamo.variables.ctx_manager"
 it ignores the step's profiler span (a logger's name: a wrong one filters nothing)."""
 
 
-def compile_failure_types() -> tuple[type[BaseException], ...]:
+def compile_failure_types(first_call: bool) -> tuple[type[BaseException], ...]:
     """The errors by which a torch.compile'd call says that compiling failed: torch's own
-    `BackendCompilerFailed`; where torch does not have it, any error (the caller then runs
-    the eager function, which raises again if the error was not the compile's)."""
+    `BackendCompilerFailed`; where torch does not have it, any error of the `first_call`
+    (the one that compiles; the caller then runs the eager function, which raises again if
+    the error was not the compile's) and none of a later one."""
     try:
         refuse_if_public_only("torch._dynamo.exc.BackendCompilerFailed")
         import torch._dynamo.exc
 
         return (torch._dynamo.exc.BackendCompilerFailed,)
     except Exception as error:
-        fell_back("torch's compile error type", error, "any error of a compiled step")
-        return (Exception,)
+        fell_back("torch's compile error type", error, "any error of the first compiled step")
+        return (Exception,) if first_call else ()

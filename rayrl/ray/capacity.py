@@ -143,11 +143,12 @@ def holds(have: Resources, need: Resources) -> bool:
     return all(have.get(key, 0.0) >= amount for key, amount in need.items() if amount > 0)
 
 
-def check_cluster(config: Config, spec: EnvSpec) -> float:
-    """Raise if the cluster can never host the run; returns each learner's GPU request.
-    What only the autoscaler can make room for is accepted with a log line."""
+def check_cluster(config: Config, spec: EnvSpec, local: bool = False) -> float:
+    """Raise if the cluster can never host the run (`local`: a Ray this process started,
+    which has no autoscaler); returns each learner's GPU request. What only the autoscaler
+    can make room for is accepted with a log line."""
     check_store_memory(config, spec)
-    capacity = Capacity(alive_nodes(), autoscaler_node_types())
+    capacity = Capacity(alive_nodes(), () if local else autoscaler_node_types())
     num_gpus = learner_gpus(config, capacity)
     check_workers(config, capacity, num_gpus)
     check_learners(config, num_gpus, capacity)
@@ -176,13 +177,16 @@ def evaluates_in_driver(setting: str, cores_alone: int | None) -> bool:
     return cores_alone is not None and cores_alone <= SMALL_MACHINE_CPUS
 
 
-def cores_if_alone() -> int | None:
+def cores_if_alone(local: bool = False) -> int | None:
     """This machine's cores when the Ray cluster is this machine alone, for good: every alive
     node at the driver's node's address (one node, or several that `ray.cluster_utils` or a
     second `ray start` put on this machine: they share its cores), that no autoscaler can add
     to, joined directly (through Ray Client the driver runs elsewhere); None otherwise. Cores,
     not Ray's CPUs: a local Ray that rayrl starts declares as many CPUs as the run asks for,
-    more than a small machine has."""
+    more than a small machine has. `local`: a Ray this process started, which is this
+    machine alone."""
+    if local:
+        return usable_cores()
     if ray.util.client.ray.is_connected():
         return None
     nodes = [node for node in ray.nodes() if node["Alive"]]

@@ -9,6 +9,8 @@ behind; an address that does not answer is refused before Ray spends minutes ret
 from __future__ import annotations
 
 import contextlib
+import enum
+import importlib.util
 import logging
 import math
 import os
@@ -24,7 +26,14 @@ from rayrl.compat import ray_internals
 from rayrl.config import Config
 from rayrl.errors import UserError
 from rayrl.host import load_average, usable_cores
-from rayrl.ray.address import AUTO, check_reachable, connect_failure, given, resolve_auto
+from rayrl.ray.address import (
+    AUTO,
+    CLIENT_SCHEME,
+    check_reachable,
+    connect_failure,
+    given,
+    resolve_auto,
+)
 from rayrl.ray.capacity import requested_cpus
 
 logger = logging.getLogger(__name__)
@@ -33,20 +42,34 @@ WORKER_NICENESS_ENV = "RAY_worker_niceness"
 """Ray's environment variable for its workers' priority (Ray's default: 15 below normal)."""
 
 
+class Connected(enum.IntEnum):
+    """What `connect` did; false only when it did nothing."""
+
+    ALREADY = 0
+    """Ray was initialized in this process before (a notebook, the test suite): it is left
+    as it is, and what it is made of is not known."""
+    JOINED = 1
+    """It joined a running Ray."""
+    STARTED_LOCAL = 2
+    """It started a local Ray of this machine alone, with no autoscaler."""
+
+
+CLUSTER_EXTRA = 'pip install "rayrl[cluster]"'
+
+
 def connect(
     config: Config, address: str | None, dashboard: bool = False, cpus: float | None = None
-) -> bool:
+) -> Connected:
     """Join the Ray at `address` (or $RAY_ADDRESS; `auto` is the Ray that `ray start`
     started on this machine, never another program's own: `rayrl.ray.address`), or start a
     local one sized to this machine, or to `cpus` (default: the run's actors') where that is
     more.
 
-    Returns True when this call connected (so the caller disconnects, and a local Ray it
-    started is shut down with it); False when Ray was already initialized in this process
-    (a notebook, the test suite), which is then left as it is.
+    Returns what it did: a caller that connected (`JOINED`, `STARTED_LOCAL`) disconnects,
+    and a local Ray it started is shut down with it.
     """
     if ray.is_initialized():
-        return False
+        return Connected.ALREADY
     source = "--address"
     from_environment = os.environ.get("RAY_ADDRESS")
     if address in (None, AUTO) and from_environment and from_environment != AUTO:
@@ -57,6 +80,8 @@ def connect(
     elif address is None and from_environment == AUTO:
         address, source = AUTO, "RAY_ADDRESS"
     if address is None:
+        if dashboard and importlib.util.find_spec("aiohttp") is None:
+            raise UserError(f"--dashboard needs Ray's dashboard packages: {CLUSTER_EXTRA}")
         cores = usable_cores()
         # a learner whose GPU request is decided once Ray is up counts as one on a CPU
         learner_gpus = config.learner.num_gpus or 0.0
@@ -81,7 +106,12 @@ def connect(
             if LOCAL_START_TIMEOUT not in str(exc):
                 raise
             raise UserError(local_start_timed_out(cores)) from None
-        return True
+        return Connected.STARTED_LOCAL
+    if address.startswith(CLIENT_SCHEME) and importlib.util.find_spec("grpc") is None:
+        raise UserError(
+            f"{given(address, source)}: a Ray Client address needs Ray's client packages: "
+            f"{CLUSTER_EXTRA}"
+        )
     shown, joined = given(address, source), address
     if address == AUTO:
         address = resolve_auto(source)
@@ -101,7 +131,7 @@ def connect(
             "with RAY_AUTH_MODE=token (cluster/README.md, Security)",
             address,
         )
-    return True
+    return Connected.JOINED
 
 
 LOCAL_START_TIMEOUT = "timed out during startup"

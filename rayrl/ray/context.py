@@ -55,5 +55,6 @@ class SupervisorContext:
     metrics: RunMetrics
     weights: PublishedWeights = field(default_factory=PublishedWeights)
     clock: Callable[[], float] = time.monotonic
-    placed: Callable[[Any], bool] = is_placed
-    """Whether Ray has given an actor a process (one that it has not waits for capacity)."""
+    placed: Callable[[Any], bool | None] = is_placed
+    """Whether Ray has given an actor a process (one that it has not waits for capacity);
+    None when that cannot be read (`rayrl.compat`)."""

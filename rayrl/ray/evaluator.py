@@ -79,12 +79,17 @@ class EvaluatorSupervisor:
 
     def _on_ready_error(self, error: BaseException) -> None:
         self.actor_id = callee_died(error)
-        if self.deaths.handle(error):  # a death (in its constructor too) is dealt with
-            return
-        in_constructor = constructor_error(error)  # (an evaluator in the driver's process)
+        if not self.deaths.handle(error):  # a death (in its constructor too) is dealt with
+            self._stop_if_it_cannot_start(error)  # (an evaluator in the driver's process)
+            self._replace(one_line(error))
+
+    @staticmethod
+    def _stop_if_it_cannot_start(error: BaseException) -> None:
+        """Stop the run when `error` says the evaluator's constructor raised: a new one
+        would fail the same way."""
+        in_constructor = constructor_error(error)
         if in_constructor is not None:
             raise RunFailedError(f"the evaluator could not start: {in_constructor}")
-        self._replace(one_line(error))
 
     @property
     def available(self) -> bool:
@@ -118,6 +123,7 @@ class EvaluatorSupervisor:
     def _on_error(self, error: BaseException) -> None:
         self._running = None
         if not self.deaths.handle(error):
+            self._stop_if_it_cannot_start(error)
             logger.warning("evaluation failed (%s); replacing the evaluator", one_line(error))
             self._replace(one_line(error))
 
@@ -148,9 +154,7 @@ class EvaluatorSupervisor:
         return self.handle is not None and dead_id == self.actor_id
 
     def on_died(self, dead_id: str, error: BaseException) -> None:
-        in_constructor = constructor_error(error)
-        if in_constructor is not None:
-            raise RunFailedError(f"the evaluator could not start: {in_constructor}")
+        self._stop_if_it_cannot_start(error)
         logger.warning("the evaluator died; replacing it")
         self._replace(one_line(error))
 

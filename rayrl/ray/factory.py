@@ -176,7 +176,7 @@ class ActorFactory:
             if waited > timeout:
                 for learner in learners:
                     self.kill(learner)
-                if not all(is_placed(learner) for learner in learners):
+                if any(is_placed(learner) is False for learner in learners):
                     raise RunFailedError(
                         learners_not_placed(len(learners), self.learner_gpus, waited, timeout)
                     )
@@ -190,7 +190,7 @@ class ActorFactory:
             if len(ready) == len(refs):
                 return ray.get(refs)
             unplaced = not said and waited >= CAPACITY_NOTICE_S
-            if unplaced and not all(is_placed(learner) for learner in learners):
+            if unplaced and any(is_placed(learner) is False for learner in learners):
                 said = True
                 logger.warning(learners_waiting(len(learners), self.learner_gpus, waited, timeout))
 
@@ -242,10 +242,10 @@ def learners_not_placed(count: int, gpus: float, waited: float, timeout_s: float
     )
 
 
-def is_placed(handle: Any) -> bool:
+def is_placed(handle: Any) -> bool | None:
     """Whether Ray has given the actor a process: one it has not (no pid in Ray's actor
-    table) waits for the resources it asks for. Unknown counts as placed."""
-    return ray_internals.actor_has_process(handle) is not False
+    table) waits for the resources it asks for. None when that cannot be read."""
+    return ray_internals.actor_has_process(handle)
 
 
 class EvaluatorActor(Identified, Evaluator):

@@ -1,10 +1,10 @@
-"""The first call a supervisor makes of every actor it starts.
+"""The call by which a supervisor learns that an actor it started has started, and its id.
 
-`actor_id` answers once the actor's constructor has finished (it tells the supervisor the
-actor has started) and names the actor as Ray's errors name it (`RayActorError.actor_id`),
-so that a death surfacing in a call to another actor is routed to the actor's supervisor
-(`rayrl.ray.dispatcher.Deaths`). Ray's public API gives an actor its own id
-(`get_runtime_context().get_actor_id()`) but gives a handle's holder none.
+`actor_id` answers once the actor's constructor has finished and names the actor as Ray's
+errors name it (`RayActorError.actor_id`), so that a death surfacing in a call to another
+actor is routed to the actor's supervisor (`rayrl.ray.dispatcher.Deaths`). Ray's public
+API gives an actor its own id (`get_runtime_context().get_actor_id()`) but gives a
+handle's holder none.
 """
 
 from __future__ import annotations

@@ -313,17 +313,27 @@ class LearnerSupervisor:
         """Say once when the learner has waited `CAPACITY_NOTICE_S` for Ray to place it:
         until `faults.start_timeout_s`, the run would be silent."""
         waited = now - self.created_at
-        if self.waiting_said or waited < CAPACITY_NOTICE_S or self.placed(self.first):
+        if self.waiting_said or waited < CAPACITY_NOTICE_S or self.placed(self.first) is not False:
             return
         self.waiting_said = True
         gpus, timeout = self.factory.learner_gpus, self.faults.start_timeout_s
         logger.warning(learners_waiting(1, gpus, waited, timeout))
 
     def _not_started(self, now: float) -> None:
+        """The learner has not started within `faults.start_timeout_s`: the run stops when
+        Ray has no node for it, or when that cannot be read (a restore would wait as long
+        again, for ever); one placed but hung in its start is restored."""
         waited = now - self.created_at
-        if not self.placed(self.first):
-            gpus, timeout = self.factory.learner_gpus, self.faults.start_timeout_s
+        placed = self.placed(self.first)
+        gpus, timeout = self.factory.learner_gpus, self.faults.start_timeout_s
+        if placed is False:
             raise RunFailedError(learners_not_placed(1, gpus, waited, timeout))
+        if placed is None:
+            raise RunFailedError(
+                f"the learner did not start within {waited:.0f} s (faults.start_timeout_s="
+                f"{timeout:g}), and whether Ray has a node for it cannot be read: the "
+                "checkpoints are kept; --resume the run when the cluster has room for it"
+            )
         logger.warning("the learner did not start within %.0f s: restoring it", waited)
         self._restore("it did not start (faults.start_timeout_s)")
 

@@ -9,7 +9,7 @@ from typing import Any
 from rayrl.config import Config
 from rayrl.envs import env_spec
 from rayrl.ray.capacity import check_cluster, cores_if_alone, evaluates_in_driver
-from rayrl.ray.connect import connect, disconnect
+from rayrl.ray.connect import Connected, connect, disconnect
 from rayrl.ray.driver import RayDriver
 from rayrl.ray.factory import ActorFactory
 from rayrl.run_lifecycle import TrainResult, stop_if_interrupted
@@ -33,8 +33,9 @@ def train_ray(
     try:
         stop_if_interrupted()  # one that a library swallowed while Ray started
         spec = env_spec(config.env)
-        learner_gpus = check_cluster(config, spec)
-        in_driver = evaluates_in_driver(config.run.evaluator, cores_if_alone())
+        alone = connected_here is Connected.STARTED_LOCAL  # no autoscaler, no other node
+        learner_gpus = check_cluster(config, spec, alone)
+        in_driver = evaluates_in_driver(config.run.evaluator, cores_if_alone(alone))
         if in_driver:
             logger.info(
                 "evaluations run on a thread of this process (run.evaluator=%s)",

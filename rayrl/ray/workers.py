@@ -363,7 +363,7 @@ class WorkerSupervisor:
     def _waits_for_capacity(self, slot: WorkerSlot, now: float) -> bool:
         """Whether a worker that has not started waits for capacity (Ray has no process for
         it: its node was lost); said once per wait."""
-        if now - slot.last_progress < CAPACITY_NOTICE_S or self.placed(slot.handle):
+        if now - slot.last_progress < CAPACITY_NOTICE_S or self.placed(slot.handle) is not False:
             return False
         if not slot.waiting_for_capacity:
             slot.waiting_for_capacity = True

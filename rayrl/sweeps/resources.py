@@ -38,9 +38,10 @@ MAX_CHECKED_TRIALS = 256
 """The most combinations of resource-changing values the up-front check builds."""
 
 
-def cluster_capacity() -> Capacity:
+def cluster_capacity(local: bool = False) -> Capacity:
+    """The cluster's capacity (`local`: a Ray this process started, with no autoscaler)."""
     nodes = tuple(node["Resources"] for node in ray.nodes() if node["Alive"])
-    return Capacity(nodes, autoscaler_node_types())
+    return Capacity(nodes, () if local else autoscaler_node_types())
 
 
 def trial_bundles(config: Config, capacity: Capacity) -> list[Resources]:

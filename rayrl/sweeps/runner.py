@@ -29,7 +29,8 @@ import yaml
 
 from rayrl.errors import UserError
 from rayrl.files import atomic_path
-from rayrl.ray.connect import connect, disconnect
+from rayrl.host import check_supported
+from rayrl.ray.connect import Connected, connect, disconnect
 from rayrl.strict import to_plain
 from rayrl.sweeps.progress import LiveTable
 from rayrl.sweeps.resources import (
@@ -63,6 +64,7 @@ def sweep(
     kept, unfinished ones go on from their checkpoints. `address` joins a Ray cluster (None:
     $RAY_ADDRESS, else a local Ray sized to the machine). Everything is checked before the
     first trial starts; a refused new sweep leaves no directory."""
+    check_supported()
     if resume is not None:
         if spec is not None or overrides:
             raise UserError("--resume continues a sweep with its saved spec; drop SPEC and --set")
@@ -114,12 +116,12 @@ def _run(
 ) -> SweepResult:
     import ray
 
-    connected_here = False
+    connected_here = Connected.ALREADY
     if not ray.is_initialized():
         # a local Ray holds at least the largest trial (its actors then share the cores)
         connected_here = connect(checked.base, address, cpus=largest_trial_cpus(checked))
     try:
-        capacity = cluster_capacity()
+        capacity = cluster_capacity(connected_here is Connected.STARTED_LOCAL)
         check_fit(checked, capacity)
         tuner = make_tuner(checked, root, resuming, table_interval_s)
         stop = Interrupts()
@@ -288,7 +290,8 @@ def outcome(checked: Sweep, root: Path, grid: Any, interrupted: bool) -> SweepRe
     """Each trial's outcome, from Tune's results and whether the run of each ended by itself
     (`ENDED_FILE`): a trial with an error failed; one whose run ended by itself finished;
     of the others, Tune stopped each early (its scheduler did) unless the sweep was
-    interrupted, which leaves them unfinished (`--resume` goes on with them)."""
+    interrupted or the trial never reported, which leaves them unfinished (`--resume` goes
+    on with them)."""
     trials = []
     for result in grid:
         trial_id = Path(result.path).name
@@ -297,8 +300,10 @@ def outcome(checked: Sweep, root: Path, grid: Any, interrupted: bool) -> SweepRe
             state = "failed"
         elif (root / RUNS_DIR / trial_id / ENDED_FILE).is_file():
             state = "finished"
+        elif interrupted or not metrics:  # (one that never reported never ran)
+            state = "unfinished"
         else:
-            state = "unfinished" if interrupted else "stopped early"
+            state = "stopped early"
         value = metrics.get(checked.spec.metric)
         trials.append(
             TrialOutcome(

@@ -19,6 +19,7 @@ from ray.tune.schedulers import PopulationBasedTraining
 from rayrl import compat
 from rayrl.compat import ray_internals, torch_internals, tune_internals
 from rayrl.compat.tune_internals import SweepPBT, pbt_scheduler
+from rayrl.errors import ConfigError
 from rayrl.presets import load_config
 from rayrl.ray import capacity
 from rayrl.ray.address import resolve_auto
@@ -54,19 +55,21 @@ def test_each_ray_access_answers_not_known():
 
 
 def test_what_not_known_means_to_the_callers(monkeypatch):
-    """An actor whose placement cannot be read counts as placed (no capacity wait is
-    assumed); an autoscaler that cannot be asked about is one of unknown node types, so a
-    run that no node can hold now is accepted (the start timeouts bound it), never refused
-    on a guess."""
+    """An actor whose placement cannot be read is neither placed nor waiting (the
+    supervisors' tests say what each does then); an autoscaler that cannot be asked about is
+    one of unknown node types, so a run that no node can hold now is accepted (the start
+    timeouts bound it), never refused on a guess, except on a Ray the run started itself."""
     from rayrl.ray.factory import is_placed
 
     monkeypatch.setattr(ray_internals, "actor_has_process", lambda handle: None)
-    assert is_placed(object())
+    assert is_placed(object()) is None
     monkeypatch.setattr(ray_internals, "cluster_node_groups", lambda: None)
     monkeypatch.setattr(ray_internals, "autoscaler_reports_state", lambda: None)
     assert capacity.autoscaler_node_types() is None
     config = load_config("cartpole_ppo", ["workers.num_workers=64"])
     check_workers(config, Capacity(nodes=({"CPU": 2.0},), node_types=None), 0.0)  # accepted
+    with pytest.raises(ConfigError, match=r"workers\.num_workers=64"):  # a Ray it started
+        check_workers(config, Capacity(nodes=({"CPU": 2.0},), node_types=()), 0.0)
 
 
 def test_the_recorded_ray_is_read_where_ray_writes_it(tmp_path, monkeypatch):
@@ -93,9 +96,12 @@ def test_tunes_own_pbt_runs_where_sweep_pbt_cannot(monkeypatch, caplog):
 
 
 def test_a_compile_failure_is_recognised_with_or_without_torchs_error_type(monkeypatch):
-    assert torch_internals.compile_failure_types() == (torch._dynamo.exc.BackendCompilerFailed,)
+    compiler_failed = (torch._dynamo.exc.BackendCompilerFailed,)
+    assert torch_internals.compile_failure_types(first_call=True) == compiler_failed
+    assert torch_internals.compile_failure_types(first_call=False) == compiler_failed
     monkeypatch.setenv(compat.PUBLIC_ONLY_ENV, "1")
-    assert torch_internals.compile_failure_types() == (Exception,)
+    assert torch_internals.compile_failure_types(first_call=True) == (Exception,)
+    assert torch_internals.compile_failure_types(first_call=False) == ()  # a real error
 
 
 def test_a_ray_outside_the_versions_written_for_gets_no_system_config(monkeypatch):

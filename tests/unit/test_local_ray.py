@@ -173,3 +173,27 @@ def test_auto_joins_the_recorded_ray_as_auto_unless_ray_address_names_one(
             monkeypatch.setenv("RAY_ADDRESS", address if environment == "LISTENING" else "auto")
         assert connect.connect(load_config("cartpole_ppo"), "auto")
     assert calls[0]["address"] == (address if joins == "LISTENING" else "auto")
+
+
+@pytest.mark.parametrize(
+    ("address", "dashboard", "missing"),
+    [(None, True, "aiohttp"), ("ray://127.0.0.1:10001", False, "grpc")],
+)
+def test_what_needs_rays_cluster_packages_is_refused_in_one_line_without_them(
+    monkeypatch, address, dashboard, missing
+):
+    """`--dashboard` and a Ray Client address need `ray[default]` (the `cluster` extra),
+    which `pip install rayrl` leaves out: said before Ray starts, not Ray's bare exception."""
+    import importlib.util
+
+    from rayrl.errors import UserError
+    from rayrl.presets import load_config
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == missing else find_spec(name)
+    )
+    monkeypatch.setattr(connect.ray, "is_initialized", lambda: False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(UserError, match=r'pip install "rayrl\[cluster\]"'):
+        connect.connect(load_config("cartpole_ppo"), address, dashboard=dashboard)

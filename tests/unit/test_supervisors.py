@@ -62,6 +62,9 @@ class World:
     faults: FaultsConfig = field(default_factory=FaultsConfig)
     unplaced: set = field(default_factory=set)
     """Names of the fake actors Ray has no process for (they wait for capacity)."""
+    placement_known: bool = True
+    """Whether Ray's actor table can be read (`rayrl.compat`); else no actor's placement is
+    known."""
     store_started: bool = True
     """The store's constructor has finished (its `actor_id` answered)."""
 
@@ -106,7 +109,9 @@ class World:
         actor.calls_to("actor_id")[0].ref.resolve(actor.id)
         self.pump()
 
-    def placed(self, handle) -> bool:
+    def placed(self, handle) -> bool | None:
+        if not self.placement_known:
+            return None
         return handle.name not in self.unplaced
 
     def pump(self) -> None:
@@ -665,6 +670,18 @@ def test_a_learner_that_ray_cannot_place_is_said_once_and_stops_the_run_in_bound
         supervisor.watch()
 
 
+def test_a_learner_not_started_where_placement_cannot_be_read_stops_the_run():
+    """Without Ray's actor table (`rayrl.compat`), a learner that has not started is not
+    restored: a restore would wait as long again, for ever, if no node has room for it."""
+    world = World(faults=FaultsConfig(start_timeout_s=300.0), placement_known=False)
+    supervisor = Learners(world).supervisor
+    supervisor.start(LearnerStart())
+    world.clock.now = 301.0
+    with pytest.raises(RunFailedError, match="cannot be read: the checkpoints are kept"):
+        supervisor.watch()
+    assert supervisor.incarnation == 0
+
+
 def test_the_waiting_notice_is_said_again_for_a_restored_learner_and_never_for_a_placed_one(
     caplog,
 ):
@@ -965,6 +982,25 @@ def test_an_error_in_the_stores_constructor_stops_the_run_with_it():
     old = world.store.handle
     error = old.failed_to_start("ValueError: replay.npz holds 10 transitions of shape (4,)")
     old.calls_to("stats")[0].ref.fail(error)
+    with pytest.raises(RunFailedError, match="the replay actor could not start: ValueError"):
+        world.pump()
+
+
+def test_a_store_death_that_surfaces_before_its_start_is_dealt_with_when_its_start_fails():
+    """A worker's chunk fails to go into a store that died in its constructor before the
+    store told its id: nobody owns that death yet, so it is left; the store's own start
+    call then fails with it, which names the store, and the run stops with its error."""
+    world = World(store_started=False)
+    workers = world.workers()
+    world.start(workers)
+    store = world.store.handle
+    error = store.failed_to_start("ValueError: replay.npz holds 10 transitions of shape (4,)")
+    workers.slots[0].handle.calls_to("sample")[0].ref.resolve(("chunk", chunk_stats(0)))
+    store.calls_to("add")[0].ref.fail(error)
+    world.pump()  # not the workers' to deal with: nothing replaced
+    assert workers.slots[0].incarnation == 0
+    assert world.store.handle is store
+    store.calls_to("actor_id")[0].ref.fail(error)
     with pytest.raises(RunFailedError, match="the replay actor could not start: ValueError"):
         world.pump()
 
