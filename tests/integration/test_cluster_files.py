@@ -5,6 +5,7 @@ the versions rayrl is tested with, and the job runtime env against Ray's own val
 
 from __future__ import annotations
 
+import inspect
 import re
 import shlex
 import sys
@@ -149,7 +150,7 @@ def test_job_runtime_env_is_valid_and_leaves_non_code_behind():
     assert "WANDB_API_KEY" not in runtime_env.get("env_vars", {})
 
 
-def test_job_upload_leaves_secrets_behind(tmp_path):
+def test_job_upload_leaves_secrets_behind(tmp_path, monkeypatch):
     """Ray's own packaging of a working directory, with the shipped excludes, keeps the code
     and drops the files that hold secrets and the run outputs."""
     runtime_env = yaml.safe_load((REPO / "cluster" / "runtime_env.yaml").read_text())
@@ -185,8 +186,16 @@ def test_job_upload_leaves_secrets_behind(tmp_path):
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text("x")
     package = tmp_path / "package.zip"
+    # the shipped excludes alone, not .gitignore's (an argument since Ray 2.53; the
+    # environment variable before)
+    monkeypatch.setenv("RAY_RUNTIME_ENV_IGNORE_GITIGNORE", "1")
+    without_gitignore = (
+        {"include_gitignore": False}
+        if "include_gitignore" in inspect.signature(ray_packaging.create_package).parameters
+        else {}
+    )
     ray_packaging.create_package(
-        str(work), package, include_gitignore=False, excludes=runtime_env["excludes"]
+        str(work), package, excludes=runtime_env["excludes"], **without_gitignore
     )
     with zipfile.ZipFile(package) as archive:
         uploaded = {name for name in archive.namelist() if not name.endswith("/")}

@@ -66,9 +66,9 @@ def ray_head():
     address and the CLI environment with the token, as cluster/README.md sets it up."""
     env = cli_env()
     # cluster/README.md: a token first (made once, kept in ~/.ray/auth_token), then a head
-    # that requires it
-    run(["ray", "get-auth-token", "--generate"], env)
+    # that requires it (Ray 2.52 makes a token only with token authentication on)
     env["RAY_AUTH_MODE"] = "token"
+    run(["ray", "get-auth-token", "--generate"], env)
     ports = dict(zip(RAY_PORT_OPTIONS, free_ports(len(RAY_PORT_OPTIONS)), strict=True))
     temp_dir = tempfile.mkdtemp(prefix="rayrl-job-", dir="/tmp")  # short: socket paths
     command = ["ray", "start", "--head", "--block", "--node-ip-address=127.0.0.1"]
