@@ -189,6 +189,11 @@ class WorkersConfig:
     replaced."""
     env_threads: int = bounded(0, ge=0)
     """Atari: emulator threads per worker; 0 uses one per CPU the worker asks for."""
+    oversubscribe: bool = False
+    """Let a local Ray that rayrl starts hold more actors than `rayrl.ray.connect`'s bound
+    (4 CPUs' worth per core of this machine, and the memory their processes need): beyond
+    it a run is refused before it starts, since a typo in `num_workers` would otherwise
+    take the machine down. A cluster that rayrl joins is bounded by its own CPUs."""
 
 
 @dataclass(frozen=True)

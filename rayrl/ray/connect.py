@@ -24,7 +24,7 @@ import ray
 
 from rayrl.compat import ray_internals
 from rayrl.config import Config
-from rayrl.errors import UserError
+from rayrl.errors import ConfigError, UserError
 from rayrl.host import load_average, usable_cores
 from rayrl.ray.address import (
     AUTO,
@@ -86,6 +86,7 @@ def connect(
         # a learner whose GPU request is decided once Ray is up counts as one on a CPU
         learner_gpus = config.learner.num_gpus or 0.0
         needed = math.ceil(requested_cpus(config, learner_gpus) if cpus is None else cpus)
+        check_local_size(config, needed, cores)
         if needed > cores:
             logger.info(
                 "the run asks for %d CPUs and this machine has %d: starting a local Ray with "
@@ -132,6 +133,48 @@ def connect(
             address,
         )
     return Connected.JOINED
+
+
+CPUS_PER_CORE = 4
+"""The most Ray CPUs a local Ray that rayrl starts declares per core of the machine (unless
+`workers.oversubscribe`): actors that share cores four to one still each make progress at a
+quarter of a core, within the watchdogs' default timeouts, and a run's workers are rarely
+worth more; ten times the machine (a typo's extra zero) would start more processes than
+it can schedule."""
+
+ACTOR_MEMORY = 400 * 2**20
+"""About what one actor's process holds once it has imported torch and built its envs and
+policy (a CartPole or MinAtar worker, the learner): the memory check's unit."""
+
+
+def check_local_size(config: Config, needed: int, cores: int) -> None:
+    """Refuse, in one line naming `workers.num_workers`, a local Ray asked for more than
+    `CPUS_PER_CORE` CPUs per core of this machine, or for more actor processes than its
+    available memory holds, unless `workers.oversubscribe`."""
+    workers = config.workers
+    if workers.oversubscribe:
+        return
+    limit = CPUS_PER_CORE * cores
+    others = needed - workers.num_workers * workers.cpus_per_worker
+    valid = max(0, math.floor((limit - others) / workers.cpus_per_worker))
+    if needed > limit:
+        raise ConfigError(
+            f"workers.num_workers={workers.num_workers}: the run asks a local Ray for "
+            f"{needed} CPUs and this machine has {cores} cores; at most {limit} "
+            f"({CPUS_PER_CORE} per core) are allowed, which is workers.num_workers <= "
+            f"{valid} at workers.cpus_per_worker={workers.cpus_per_worker:g}; set "
+            "workers.oversubscribe=true to start it anyway, or join a cluster (--address)"
+        )
+    processes = workers.num_workers + config.learner.num_learners + 1  # and the store
+    available = psutil.virtual_memory().available
+    if processes * ACTOR_MEMORY > available:
+        fits = max(0, int(available // ACTOR_MEMORY) - processes + workers.num_workers)
+        raise ConfigError(
+            f"workers.num_workers={workers.num_workers}: {processes} actor processes need "
+            f"about {processes * ACTOR_MEMORY / 2**30:.0f} GiB and this machine has "
+            f"{available / 2**30:.1f} GiB available, enough for workers.num_workers <= {fits}; "
+            "set workers.oversubscribe=true to start it anyway, or join a cluster (--address)"
+        )
 
 
 LOCAL_START_TIMEOUT = "timed out during startup"

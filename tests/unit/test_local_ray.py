@@ -197,3 +197,52 @@ def test_what_needs_rays_cluster_packages_is_refused_in_one_line_without_them(
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     with pytest.raises(UserError, match=r'pip install "rayrl\[cluster\]"'):
         connect.connect(load_config("cartpole_ppo"), address, dashboard=dashboard)
+
+
+def test_a_local_ray_larger_than_the_machine_bounds_is_refused_in_one_line(monkeypatch):
+    """`workers.num_workers=100000` (a typo's extra zeros) on this machine: refused before
+    Ray starts, naming the key, the machine's cores and what is valid; the bound holds at
+    four CPUs per core, and `workers.oversubscribe` starts it anyway."""
+    from rayrl.errors import ConfigError
+    from rayrl.presets import load_config
+
+    started = []
+    monkeypatch.setattr(connect.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(connect, "_init_keeping_sigterm_handler", lambda **k: started.append(k))
+    monkeypatch.setattr(connect, "usable_cores", lambda: 2)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    # the default preset: one learner on a CPU beside the workers, one CPU each
+    with pytest.raises(ConfigError) as refused:
+        connect.connect(load_config(None, ["workers.num_workers=100000"]), None)
+    assert str(refused.value) == (
+        "workers.num_workers=100000: the run asks a local Ray for 100001 CPUs and this "
+        "machine has 2 cores; at most 8 (4 per core) are allowed, which is "
+        "workers.num_workers <= 7 at workers.cpus_per_worker=1; set "
+        "workers.oversubscribe=true to start it anyway, or join a cluster (--address)"
+    )
+    assert started == []
+    connect.connect(load_config(None, ["workers.num_workers=7"]), None)
+    assert started[-1]["num_cpus"] == 8
+    with pytest.raises(ConfigError, match=r"workers\.num_workers <= 7 "):
+        connect.connect(load_config(None, ["workers.num_workers=8"]), None)
+    connect.connect(
+        load_config(None, ["workers.num_workers=40", "workers.oversubscribe=true"]), None
+    )
+    assert started[-1]["num_cpus"] == 41
+
+
+def test_a_local_ray_whose_actors_the_memory_cannot_hold_is_refused(monkeypatch):
+    from rayrl.errors import ConfigError
+    from rayrl.presets import load_config
+
+    monkeypatch.setattr(connect.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(connect, "_init_keeping_sigterm_handler", lambda **k: None)
+    monkeypatch.setattr(connect, "usable_cores", lambda: 64)
+    available = SimpleNamespace(available=2 * 2**30)  # 2 GiB: five actor processes
+    monkeypatch.setattr(connect.psutil, "virtual_memory", lambda: available)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(ConfigError, match=r"workers\.num_workers=8: 10 actor processes need"):
+        connect.connect(load_config(None, ["workers.num_workers=8"]), None)
+    with pytest.raises(ConfigError, match=r"enough for workers\.num_workers <= 3;"):
+        connect.connect(load_config(None, ["workers.num_workers=8"]), None)
+    connect.connect(load_config(None, ["workers.num_workers=3"]), None)
