@@ -30,7 +30,8 @@ from tests.macos_like.sitecustomize import LINUX_ONLY_OS_NAMES, MARKS_ENV
 from tests.processes import wait_gone
 
 pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="simulates macOS on Linux (and reads /proc)"
+    not sys.platform.startswith("linux"),
+    reason="simulates macOS on Linux (tests/processes.py reads /proc)",
 )
 
 MACOS_LIKE = REPO / "tests" / "macos_like"
