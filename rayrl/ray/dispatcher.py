@@ -8,9 +8,9 @@ no handler ever sees a late result from an actor that has been replaced.
 
 An actor's death can surface in a call to another actor (a chunk whose worker died fails
 the store's `add`); `Deaths` hands it to the supervisor that runs the dead actor. Each
-supervisor knows its actors' ids from the actors themselves: the first call it makes of a
-new actor is `actor_id` (`rayrl.ray.identity`), whose answer (or whose failure, which names
-the dead callee) gives it; an actor handle's own id is private to Ray.
+supervisor knows its actors' ids from the actors themselves: it asks each new actor
+`actor_id` (`rayrl.ray.identity`), whose answer (or whose failure, which names the dead
+callee) gives it; an actor handle's own id is private to Ray.
 
 Besides Ray's object references, it waits on `concurrent.futures.Future`s: the calls of an
 evaluator on a thread of the driver's process (`rayrl.ray.driver_evaluator`). Ray's wait
