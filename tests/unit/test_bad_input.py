@@ -123,3 +123,16 @@ def test_a_gpu_amount_ray_cannot_schedule_is_refused(refused, amount):
     line = refused(f"learner.num_gpus={amount}")
     assert "learner.num_gpus=" in line
     assert "a fraction of one GPU from 0.0001 to 1, or a whole number" in line
+
+
+@pytest.mark.parametrize("command", [["train"], ["sweep", "cartpole_ppo_sweep"]])
+def test_windows_is_refused_in_one_line_before_anything_starts(monkeypatch, tmp_path, command):
+    """rayrl runs on Linux and macOS (`rayrl.host`): on Windows every command says so in one
+    line, with the user-error status, and leaves nothing behind."""
+    monkeypatch.setattr("sys.platform", "win32")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 2
+    assert result.output.startswith("error: rayrl runs on Linux and macOS, not on Windows")
+    assert "WSL 2" in result.output
+    assert list(tmp_path.iterdir()) == []
