@@ -113,6 +113,17 @@ class Capacity:
         )
         return one_fits and holds(self.total(with_autoscaler=True), total)
 
+    def accepts(self, one: Resources, total: Resources, waiting: str, *args: object) -> bool:
+        """Whether a run asking for `one` on a node and `total` in all starts now, or once
+        the autoscaler makes room, which is logged (`waiting % args`); False when it never
+        can (the caller says why)."""
+        if self.fits_now(one, total):
+            return True
+        if self.fits_later(one, total):
+            logger.info(waiting, *args)
+            return True
+        return False
+
     def total(self, with_autoscaler: bool = False) -> dict[str, float]:
         """Each resource summed over the nodes (and, with the autoscaler, over as many nodes
         of each type as it may start: an upper bound)."""
@@ -204,13 +215,11 @@ def check_workers(config: Config, capacity: Capacity, num_gpus: float) -> None:
     `num_gpus` each)."""
     one = {"CPU": config.workers.cpus_per_worker}
     total = {"CPU": requested_cpus(config, num_gpus)}
-    if capacity.fits_now(one, total):
-        return
-    if capacity.fits_later(one, total):
-        logger.info(
-            "the Ray cluster has no room for all the run's CPUs now: workers wait for the "
-            "autoscaler to start nodes"
-        )
+    waiting = (
+        "the Ray cluster has no room for all the run's CPUs now: workers wait for the "
+        "autoscaler to start nodes"
+    )
+    if capacity.accepts(one, total, waiting):
         return
     if not any(holds(node, one) for node in capacity.nodes):
         raise ConfigError(
@@ -260,17 +269,12 @@ def check_learners(config: Config, num_gpus: float, capacity: Capacity) -> None:
     """One learner's resources on one node, and every learner's GPUs in the cluster."""
     learners = config.learner.num_learners
     one, total = learner_demand(num_gpus, learners)
-    if capacity.fits_now(one, total):
-        return
-    if capacity.fits_later(one, total):
-        logger.info(
-            "the Ray cluster has no node with %g GPU(s) for each of %d learner(s) now: the "
-            "learner waits for the autoscaler to start a GPU node (up to "
-            "faults.start_timeout_s=%g s)",
-            num_gpus,
-            learners,
-            config.faults.start_timeout_s,
-        )
+    waiting = (
+        "the Ray cluster has no node with %g GPU(s) for each of %d learner(s) now: the "
+        "learner waits for the autoscaler to start a GPU node (up to "
+        "faults.start_timeout_s=%g s)"
+    )
+    if capacity.accepts(one, total, waiting, num_gpus, learners, config.faults.start_timeout_s):
         return
     if not any(holds(node, one) for node in capacity.nodes):
         raise ConfigError(
