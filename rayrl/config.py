@@ -193,7 +193,8 @@ class WorkersConfig:
     """Let a local Ray that rayrl starts hold more actors than `rayrl.ray.connect`'s bound
     (4 CPUs' worth per core of this machine, and the memory their processes need): beyond
     it a run is refused before it starts, since a typo in `num_workers` would otherwise
-    take the machine down. A cluster that rayrl joins is bounded by its own CPUs."""
+    take the machine down. A cluster that rayrl joins is bounded by its own CPUs, and (but
+    for this setting) by its memory for actors (`rayrl.ray.capacity`)."""
 
 
 @dataclass(frozen=True)
@@ -299,7 +300,10 @@ class RunConfig:
 @dataclass(frozen=True)
 class FaultsConfig:
     """What a run does when its parts fail. Restarts, timeouts and capacity apply to the Ray
-    runtime; write errors to both runtimes."""
+    runtime; write errors to both runtimes. The timeouts (and `workers.sample_timeout_s`,
+    `run.eval_timeout_s`) count the seconds an actor could run: on a machine whose cores
+    are wanted by three times as many threads, a wall-clock second counts a third (at most
+    ten times fewer); for a process the OS reports stopped, whole (`rayrl.ray.watchdog`)."""
 
     worker_restarts: int = bounded(5, ge=0)
     """Restarts of one rollout worker within `restart_window_s` beyond which the run stops

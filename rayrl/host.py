@@ -2,7 +2,8 @@
 
 rayrl runs on Linux and macOS. Some of what it asks of the machine exists on one only:
 `sched_getaffinity` (the cores this process may run on) is Linux's, `fcntl`'s locks
-and the load average are Unix's, `os.process_cpu_count` is Python 3.13's. Everything else
+and the load average are Unix's, `os.process_cpu_count` is Python 3.13's, `/proc`'s count of
+the threads runnable now is Linux's (macOS has only the load average). Everything else
 in the package calls these helpers, and `tests/unit/test_platform_names.py` fails on such a
 name used anywhere else under `rayrl/`.
 
@@ -15,7 +16,10 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import IO
+
+import psutil
 
 from rayrl.errors import UserError
 
@@ -53,6 +57,28 @@ def load_average() -> float | None:
     try:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
+        return None
+
+
+def cpu_contention() -> float:
+    """How many threads want each core of this machine now, at least 1: the share of a core
+    a CPU-bound process gets is its inverse. Linux counts the threads runnable at this
+    instant (`/proc/loadavg`'s fourth field, less the thread reading it); macOS has only the
+    load average of the last minute."""
+    running: float
+    try:
+        running = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0]) - 1
+    except (OSError, IndexError, ValueError):  # not Linux
+        running = load_average() or 0.0
+    return max(1.0, running / usable_cores())
+
+
+def process_stopped(pid: int) -> bool | None:
+    """Whether the OS reports process `pid` stopped (SIGSTOP, a debugger, Ctrl-Z): it gets no
+    CPU however idle the machine. None when that cannot be read (no such process)."""
+    try:
+        return psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+    except psutil.Error:
         return None
 
 

@@ -9,10 +9,14 @@ dispatcher `wait` and `get` over them. `FakeFactory` makes named fake actors the
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ray.exceptions import RayActorError, RayTaskError
+
+from rayrl.ray.identity import ActorIdentity
+from rayrl.ray.watchdog import Watchdog
 
 _ids = itertools.count()
 
@@ -48,8 +52,17 @@ class Call:
         return self.refs[0]
 
 
-OWN_ID = "(the actor's own id)"
-"""A behaviour for `actor_id`: the call answers at once with the actor's id."""
+OWN_IDENTITY = "(the actor's own identity)"
+"""A behaviour for `identify`: the call answers at once with the actor's identity."""
+
+FAKE_MACHINE = "fake-machine"
+"""The address of the machine every fake actor runs on, the driver's (`fake_watchdog`)."""
+
+
+def fake_watchdog(clock: Callable[[], float]) -> Watchdog:
+    """A watchdog on `clock` that counts wall-clock seconds: the fake actors' machine is
+    the driver's, never busy, and no fake actor's process is ever stopped."""
+    return Watchdog(clock, here=FAKE_MACHINE, contention=lambda: 1.0, stopped=lambda pid: False)
 
 
 class _Method:
@@ -64,8 +77,8 @@ class _Method:
         refs = tuple(FakeRef(f"{self.actor.name}.{self.name}#{i}") for i in range(count))
         self.actor.calls.append(Call(self.name, args, self._options, refs))
         behaviour = self.actor.behaviour.get(self.name)
-        if behaviour is OWN_ID:
-            refs[0].resolve(self.actor.id)
+        if behaviour is OWN_IDENTITY:
+            refs[0].resolve(self.actor.identity)
         elif behaviour is not None:  # answer at once, as Ray would once the call ran
             # Ray hands a method the values of the references it is called with
             values = [a.value if isinstance(a, FakeRef) else a for a in args]
@@ -82,6 +95,8 @@ class FakeActor:
         self.name = name
         self.id = f"{name}-{next(_ids)}"
         """What Ray's errors name the actor by (`RayActorError.actor_id`)."""
+        self.identity = ActorIdentity(self.id, FAKE_MACHINE, next(_ids))
+        """What its `identify` answers (the pid is no process's)."""
         self.calls: list[Call] = []
         self.killed = False
         self.behaviour = behaviour or {}
@@ -136,10 +151,10 @@ class FakeFactory:
     experience_restores: list[Any] = field(default_factory=list)
 
     def _make(self, name: str, answers_id: bool = False) -> FakeActor:
-        """`answers_id`: its `actor_id` answers at once (unless its role's behaviour says
+        """`answers_id`: its `identify` answers at once (unless its role's behaviour says
         otherwise); else the test answers it, as the moment the actor has started."""
         role = name.split("-")[0].split(".")[0]
-        behaviour = {"actor_id": OWN_ID} if answers_id else {}
+        behaviour = {"identify": OWN_IDENTITY} if answers_id else {}
         actor = FakeActor(name, {**behaviour, **self.behaviours.get(role, {})})
         self.made.append(actor)
         return actor

@@ -17,6 +17,7 @@ from typing import Any
 from rayrl.config import FaultsConfig
 from rayrl.ray.dispatcher import Deaths, Dispatcher
 from rayrl.ray.factory import ActorFactory, is_placed
+from rayrl.ray.watchdog import Watchdog
 from rayrl.run_metrics import RunMetrics
 from rayrl.session import Counters
 
@@ -58,3 +59,10 @@ class SupervisorContext:
     placed: Callable[[Any], bool | None] = is_placed
     """Whether Ray has given an actor a process (one that it has not waits for capacity);
     None when that cannot be read (`rayrl.compat`)."""
+    watchdog: Watchdog = field(default=None)  # type: ignore[assignment]  # __post_init__'s
+    """What the supervisors' timeouts count: seconds an actor could run
+    (`rayrl.ray.watchdog`); by default a `Watchdog` on `clock`."""
+
+    def __post_init__(self) -> None:
+        if self.watchdog is None:
+            object.__setattr__(self, "watchdog", Watchdog(self.clock))

@@ -30,10 +30,11 @@ from rayrl.core import EvalResult, ModelInfo, StoreStats
 from rayrl.ray.context import SupervisorContext
 from rayrl.ray.dispatcher import Deaths, Dispatcher
 from rayrl.ray.evaluator import EvaluatorSupervisor
-from rayrl.ray.factory import ActorFactory
+from rayrl.ray.factory import ActorFactory, machine_monitor
 from rayrl.ray.learner_service import LearnerStart
 from rayrl.ray.learners import LearnerSupervisor
 from rayrl.ray.store import StoreSupervisor
+from rayrl.ray.watchdog import Watchdog
 from rayrl.ray.workers import WorkerSupervisor
 from rayrl.run_lifecycle import TrainResult, finish_run, run_until_stopped
 from rayrl.session import TrainingSession
@@ -64,7 +65,10 @@ class RayDriver:
         resume: dict[str, Any] | None,
         factory: ActorFactory,
         dispatcher: Dispatcher | None = None,
+        watchdog: Watchdog | None = None,
     ) -> None:
+        """`dispatcher` and `watchdog`: Ray's and the machines' by default (unit tests pass
+        fakes)."""
         self.config = config
         self.session = session
         self.resume = resume
@@ -80,8 +84,10 @@ class RayDriver:
             config.faults,
             session.counters,
             session.metrics,
+            watchdog=watchdog if watchdog is not None else Watchdog(start_monitor=machine_monitor),
         )
         self.weights = context.weights
+        self.watchdog = context.watchdog
         self.store = StoreSupervisor(context, family.store, session.writer, self._saved_buffer)
         self.workers = WorkerSupervisor(
             context,
@@ -156,6 +162,7 @@ class RayDriver:
             if session.checkpoint_due() and not self._checkpoint_pending:
                 self._request_checkpoint(periodic=True)
         self.dispatcher.poll(WAIT_S)
+        self.watchdog.tick()
         self.workers.check_hangs()
         self.learners.watch()
         self.store.watch()
@@ -345,3 +352,5 @@ class RayDriver:
         for handle in filter(None, handles):
             with contextlib.suppress(RayError, ValueError):
                 self.factory.kill(handle)
+        with contextlib.suppress(RayError, ValueError):
+            self.watchdog.close()

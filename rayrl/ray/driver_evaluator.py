@@ -7,10 +7,10 @@ imported torch already and spends its time waiting on Ray, so it can evaluate on
 Ray cannot put two actors in one process, so rayrl writes this small host itself.
 
 `DriverEvaluator` answers the two calls that the evaluator's supervisor makes of an evaluator
-actor (`actor_id` and `evaluate`, each with `.remote(...)`) with
+actor (`identify` and `evaluate`, each with `.remote(...)`) with
 `concurrent.futures.Future`s, which the dispatcher waits on beside Ray's object references;
 the factory makes it in place of the actor and `kill`s it the same way, and a constructor
-that raises fails its `actor_id` call with an `ActorStartError`, which the supervisor
+that raises fails its `identify` call with an `ActorStartError`, which the supervisor
 treats as Ray's report of an actor whose constructor raised. So the supervisor, its
 timeouts and its restart budget are the actor's.
 
@@ -37,6 +37,7 @@ import ray
 from rayrl.config import AlgorithmConfig, EnvConfig
 from rayrl.core import EvalResult, ModelInfo
 from rayrl.evaluation import Evaluator
+from rayrl.ray.identity import ActorIdentity, this_process
 from rayrl.ray.restarts import ActorStartError
 
 logger = logging.getLogger(__name__)
@@ -73,9 +74,9 @@ class DriverEvaluator:
     def __init__(
         self, name: str, env: EnvConfig, algorithm: AlgorithmConfig, episodes: int, run_seed: int
     ) -> None:
-        """`name`: what the actor would have been named (the thread's name; `actor_id`
-        answers it, never a Ray actor's id). The evaluator (its envs, its policy) is built
-        on the thread: the driver goes on."""
+        """`name`: what the actor would have been named (the thread's name; `identify`
+        answers it as the actor's id, never a Ray actor's, with the driver's process). The
+        evaluator (its envs, its policy) is built on the thread: the driver goes on."""
         self.name = name
         self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
             queue.SimpleQueue()
@@ -85,7 +86,7 @@ class DriverEvaluator:
         """Calls not yet answered: a killed host fails them at once."""
         self._killed = False
         self._evaluator: Evaluator | None = None
-        self.actor_id = _Method(self._ready)
+        self.identify = _Method(self._ready)
         self.evaluate = _Method(self._evaluate)
         self._started = self._submit(lambda: self._build(env, algorithm, episodes, run_seed))
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
@@ -93,7 +94,7 @@ class DriverEvaluator:
 
     def _build(
         self, env: EnvConfig, algorithm: AlgorithmConfig, episodes: int, run_seed: int
-    ) -> str:
+    ) -> ActorIdentity:
         try:
             # one torch thread, as the actor's: the process's setting, and the driver does
             # no heavy torch work of its own
@@ -102,7 +103,7 @@ class DriverEvaluator:
             # the supervisor stops the run (it would fail the same way at every restart)
             message = "".join(traceback.format_exception_only(error)).strip()
             raise ActorStartError(f"The evaluator's constructor raised\n{message}") from error
-        return f"driver-thread:{self.name}"
+        return this_process(f"driver-thread:{self.name}")
 
     def _ready(self) -> Future[Any]:
         return self._started if not self._killed else self._submit(lambda: None)

@@ -12,7 +12,8 @@ The timeout counts from when the evaluation was asked for or the actor started, 
 later: an evaluation asked of an actor still starting (its process, a cluster's runtime env,
 the env's construction) waits for that start, which says nothing about the evaluation and
 counts against `faults.start_timeout_s` instead. The evaluation waits on no other actor: the
-weights it gets were published, so they exist already."""
+weights it gets were published, so they exist already. Both timeouts count the watchdog's
+seconds (`rayrl.ray.watchdog`): on a busy machine an evaluation may take longer."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from rayrl.core import EvalResult
 from rayrl.errors import RunFailedError
 from rayrl.ray.context import SupervisorContext
 from rayrl.ray.dispatcher import Life, callee_died
+from rayrl.ray.identity import ActorIdentity
 from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
 
 logger = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ class EvaluatorSupervisor:
         faults = context.faults
         self.start_timeout_s = faults.start_timeout_s
         self.clock = context.clock
+        self.watchdog = context.watchdog
         self.restarts = RestartBudget.of(
             "the evaluator", faults.evaluator_restarts, faults, self.clock
         )
@@ -57,7 +60,9 @@ class EvaluatorSupervisor:
         self.ready_at: float | None = None
         """When the running actor finished its constructor; None before."""
         self.actor_id: str | None = None
-        """The running actor's Ray id, once it has answered `actor_id` (or failed to)."""
+        """The running actor's Ray id, once it has answered `identify` (or failed to)."""
+        self.process: ActorIdentity | None = None
+        """The running actor's process, once it has answered `identify`."""
 
     def start(self) -> None:
         self.started = True
@@ -68,13 +73,14 @@ class EvaluatorSupervisor:
         self.handle = handle
         self.created_at = self.clock()
         self.ready_at = None
-        self.actor_id = None
+        self.actor_id = self.process = None
         self.dispatcher.submit(
-            handle.actor_id.remote(), self._on_ready, self._on_ready_error, self.life
+            handle.identify.remote(), self._on_ready, self._on_ready_error, self.life
         )
 
-    def _on_ready(self, actor_id: str) -> None:
-        self.actor_id = actor_id
+    def _on_ready(self, identity: ActorIdentity) -> None:
+        self.actor_id, self.process = identity.actor_id, identity
+        self.watchdog.watch(identity)
         self.ready_at = self.clock()
 
     def _on_ready_error(self, error: BaseException) -> None:
@@ -136,14 +142,18 @@ class EvaluatorSupervisor:
         if self.handle is None:
             return
         if self.ready_at is None:
-            if now - self.created_at > self.start_timeout_s:
+            start_timeout = self.start_timeout_s
+            if self.watchdog.silent_s(self.created_at, start_timeout, None) > start_timeout:
                 logger.warning(
                     "the evaluator did not start within faults.start_timeout_s=%g s; replacing it",
                     self.start_timeout_s,
                 )
                 self._replace("it did not start (faults.start_timeout_s)")
             return
-        if self.pending and now - max(self._started_at, self.ready_at) > self.timeout_s:
+        since = max(self._started_at, self.ready_at)
+        if self.pending and self.watchdog.silent_s(since, self.timeout_s, self.process) > (
+            self.timeout_s
+        ):
             logger.warning(
                 "evaluation took longer than run.eval_timeout_s=%g s; replacing the evaluator",
                 self.timeout_s,

@@ -12,6 +12,8 @@
   by default when the cluster has a GPU), so that on a cluster they land on GPU nodes;
   `pulse` (the supervisor's probe) runs in its own concurrency group, beside a `train` call
   in progress;
+- `MachineMonitor` -> on each machine other than the driver's that runs an actor of the
+  run, a small actor that reads its load and its processes' states for the watchdogs;
 - `Evaluator` -> an evaluation actor, or (`run.evaluator`, decided by `capacity.
   evaluates_in_driver`) a `DriverEvaluator`: the same evaluator on a thread of the driver's
   process, which a small machine does not pay a process and a torch import for; once one
@@ -46,6 +48,7 @@ from rayrl.ray.identity import Identified
 from rayrl.ray.learner_service import LearnerService, LearnerStart
 from rayrl.ray.placement import Placement
 from rayrl.ray.restarts import constructor_error, one_line
+from rayrl.ray.watchdog import MachineMonitor
 from rayrl.ray.worker_service import WorkerService
 
 logger = logging.getLogger(__name__)
@@ -242,6 +245,19 @@ def learners_not_placed(count: int, gpus: float, waited: float, timeout_s: float
     )
 
 
+def machine_monitor(address: str) -> Any:
+    """A `MachineMonitor` (`rayrl.ray.watchdog`) on a Ray node at `address` (any, where a
+    machine has several), reserving no CPU; None when no node is there any more (its actors'
+    deaths are on their way)."""
+    nodes = [
+        node for node in ray.nodes() if node["Alive"] and node["NodeManagerAddress"] == address
+    ]
+    if not nodes:
+        return None
+    strategy = NodeAffinitySchedulingStrategy(nodes[0]["NodeID"], soft=True)
+    return ray.remote(MachineMonitor).options(num_cpus=0, scheduling_strategy=strategy).remote()
+
+
 def is_placed(handle: Any) -> bool | None:
     """Whether Ray has given the actor a process: one it has not (no pid in Ray's actor
     table) waits for the resources it asks for. None when that cannot be read."""
@@ -249,4 +265,4 @@ def is_placed(handle: Any) -> bool | None:
 
 
 class EvaluatorActor(Identified, Evaluator):
-    """The evaluator as an actor: it answers `actor_id` as every actor of a run does."""
+    """The evaluator as an actor: it answers `identify` as every actor of a run does."""

@@ -44,6 +44,7 @@ from rayrl.errors import RunFailedError
 from rayrl.ray.context import SupervisorContext
 from rayrl.ray.dispatcher import Life, callee_died
 from rayrl.ray.factory import CAPACITY_NOTICE_S, learners_not_placed, learners_waiting
+from rayrl.ray.identity import ActorIdentity
 from rayrl.ray.learner_service import LearnerPulse, LearnerReport, LearnerStart
 from rayrl.ray.probe import Probe
 from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
@@ -77,21 +78,24 @@ class LearnerSupervisor:
         self.sync_interval = sync_interval
         self.restore_point = restore_point
         self.clock = context.clock
+        self.watchdog = context.watchdog
         self.placed = context.placed
         self.faults = faults = context.faults
         self.restarts = RestartBudget.of("the learner", faults.learner_restarts, faults, self.clock)
         self.handles: list[Any] = []
         """The running learners (none while a restore waits)."""
         self.actor_ids: list[str | None] = []
-        """Each running learner's Ray id, once it has answered `actor_id` (or failed to)."""
+        """Each running learner's Ray id, once it has answered `identify` (or failed to)."""
+        self.processes: list[ActorIdentity | None] = []
+        """Each running learner's process, once it has answered `identify`."""
         self.started = False
         """The first learner has answered (its constructor finished)."""
         self.created_at = 0.0
         self.waiting_said = False
         """That the learner waits for room on the cluster has been said (once per start)."""
         self.probes: list[Probe] = []
-        self.pulses: list[LearnerPulse | None] = []
-        """Each running learner's probe and its latest answer."""
+        self.pulses: list[tuple[LearnerPulse, float] | None] = []
+        """Each running learner's probe, and its latest answer with when it came."""
         self.restore_at: float | None = None
         """When a restore is due (it backs off)."""
         self.life = Life()
@@ -116,9 +120,10 @@ class LearnerSupervisor:
         self.probes = [Probe(self.dispatcher, self.clock) for _ in self.handles]
         self.pulses = [None] * len(self.handles)
         self.actor_ids = [None] * len(self.handles)
+        self.processes = [None] * len(self.handles)
         for rank, handle in enumerate(self.handles):
             self.dispatcher.submit(
-                handle.actor_id.remote(),
+                handle.identify.remote(),
                 partial(self._on_identified, rank),
                 partial(self._on_identify_error, rank),
                 self.life,
@@ -151,8 +156,9 @@ class LearnerSupervisor:
         may never, are not)."""
         return self.started and self.calls > 0
 
-    def _on_identified(self, rank: int, actor_id: str) -> None:
-        self.actor_ids[rank] = actor_id
+    def _on_identified(self, rank: int, identity: ActorIdentity) -> None:
+        self.actor_ids[rank], self.processes[rank] = identity.actor_id, identity
+        self.watchdog.watch(identity)
 
     def _on_identify_error(self, rank: int, error: BaseException) -> None:
         self.actor_ids[rank] = callee_died(error)
@@ -247,7 +253,7 @@ class LearnerSupervisor:
     def _kill(self) -> None:
         for handle in self.handles:
             self.factory.kill(handle)
-        self.handles, self.actor_ids = [], []
+        self.handles, self.actor_ids, self.processes = [], [], []
         self.probes, self.pulses = [], []
         self.life.end()
         self.life = Life()
@@ -265,7 +271,8 @@ class LearnerSupervisor:
             return
         self._follow_store()
         if not self.started:
-            if now - self.created_at > self.faults.start_timeout_s:
+            timeout = self.faults.start_timeout_s
+            if self.watchdog.silent_s(self.created_at, timeout, None) > timeout:
                 self._not_started(now)
             else:
                 self._say_if_waiting(now)
@@ -287,25 +294,34 @@ class LearnerSupervisor:
             )
 
     def _on_pulse(self, rank: int, pulse: LearnerPulse) -> None:
-        self.pulses[rank] = pulse
+        self.pulses[rank] = (pulse, self.clock())
 
     def _hang(self) -> str | None:
-        """Why the group is hung (see the module's docstring), or None."""
-        faults = self.faults
-        silent = max(probe.silent_s() for probe in self.probes)
-        if silent > faults.probe_timeout_s:
+        """Why the group is hung (see the module's docstring; its timeouts count the
+        watchdog's seconds, `rayrl.ray.watchdog`), or None."""
+        probe_timeout, stall_timeout = self.faults.probe_timeout_s, self.faults.stall_timeout_s
+        silent = stalled = 0.0
+        for probe, pulsed, process in zip(self.probes, self.pulses, self.processes, strict=True):
+            if probe.asked_at is not None:
+                silent = max(silent, self.watchdog.silent_s(probe.asked_at, probe_timeout, process))
+            if pulsed is not None and pulsed[0].stalled_s > 0:  # as of its answer
+                pulse, answered_at = pulsed
+                since = answered_at - pulse.stalled_s
+                silent_at_answer = self.watchdog.silent_s(
+                    since, stall_timeout, process, until=answered_at
+                )
+                stalled = max(stalled, silent_at_answer)
+        if silent > probe_timeout:
             return (
-                f"a learner did not answer its probe for {silent:.0f} s "
-                f"(faults.probe_timeout_s={faults.probe_timeout_s:g})"
+                f"a learner did not answer its probe for {silent:.0f} s counted at the "
+                f"machine's load (faults.probe_timeout_s={probe_timeout:g})"
             )
-        pulses = [pulse for pulse in self.pulses if pulse is not None]
-        if any(pulse.waiting_for_store for pulse in pulses):
+        if any(pulsed is not None and pulsed[0].waiting_for_store for pulsed in self.pulses):
             return None  # it waits on the store (and its peers on it): not hung
-        stalled = max((pulse.stalled_s for pulse in pulses), default=0.0)
-        if stalled > faults.stall_timeout_s:
+        if stalled > stall_timeout:
             return (
-                f"a learner has worked for {stalled:.0f} s without progress "
-                f"(faults.stall_timeout_s={faults.stall_timeout_s:g})"
+                f"a learner has worked for {stalled:.0f} s counted at the machine's load "
+                f"without progress (faults.stall_timeout_s={stall_timeout:g})"
             )
         return None
 

@@ -5,8 +5,8 @@ A call that does real work (a learner's `train`, a store's `stats`) may wait for
 time on something else (a batch from the store, the store's lock held by a save), so its
 silence says nothing about the actor that runs it. A probe is a call that waits on nothing
 (the actor answers it from a concurrency group of its own, or without any lock): an actor
-that leaves it unanswered for `faults.probe_timeout_s` is hung, whatever its other calls
-wait for.
+that leaves it unanswered for `faults.probe_timeout_s` (in the watchdog's seconds,
+`rayrl.ray.watchdog`) is hung, whatever its other calls wait for.
 """
 
 from __future__ import annotations
@@ -57,7 +57,3 @@ class Probe:
             on_error(error)
 
         self.dispatcher.submit(call(), answered, failed, life)
-
-    def silent_s(self) -> float:
-        """How long the call out has gone unanswered (0 when none is out)."""
-        return 0.0 if self.asked_at is None else self.clock() - self.asked_at

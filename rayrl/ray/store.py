@@ -31,6 +31,7 @@ from rayrl.core import StoreStats
 from rayrl.errors import RunFailedError
 from rayrl.ray.context import SupervisorContext
 from rayrl.ray.dispatcher import Life, callee_died
+from rayrl.ray.identity import ActorIdentity
 from rayrl.ray.probe import Probe
 from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
 from rayrl.run_writer import RunWriter
@@ -58,6 +59,7 @@ class StoreSupervisor:
         self.restore_from = restore_from
         self.faults = faults = context.faults
         self.clock = context.clock
+        self.watchdog = context.watchdog
         self.restarts = RestartBudget.of(
             f"the {kind.namespace} actor", faults.store_restarts, faults, self.clock
         )
@@ -79,7 +81,9 @@ class StoreSupervisor:
         self.ready_at: float | None = None
         """When the running actor finished its constructor; None before."""
         self.actor_id: str | None = None
-        """The running actor's Ray id, once it has answered `actor_id` (or failed to)."""
+        """The running actor's Ray id, once it has answered `identify` (or failed to)."""
+        self.process: ActorIdentity | None = None
+        """The running actor's process, once it has answered `identify`."""
         self.probe = Probe(self.dispatcher, self.clock)
 
     def start(self) -> None:
@@ -90,14 +94,15 @@ class StoreSupervisor:
         self.handle = handle
         self.created_at = self.clock()
         self.ready_at = None
-        self.actor_id = None
+        self.actor_id = self.process = None
         self.probe = Probe(self.dispatcher, self.clock)
         self.dispatcher.submit(
-            handle.actor_id.remote(), self._on_ready, self._on_ready_error, self.life
+            handle.identify.remote(), self._on_ready, self._on_ready_error, self.life
         )
 
-    def _on_ready(self, actor_id: str) -> None:
-        self.actor_id = actor_id
+    def _on_ready(self, identity: ActorIdentity) -> None:
+        self.actor_id, self.process = identity.actor_id, identity
+        self.watchdog.watch(identity)
         self.ready_at = self.clock()
 
     def _on_ready_error(self, error: BaseException) -> None:
@@ -168,33 +173,37 @@ class StoreSupervisor:
         if self.handle is None or self.stopped:
             return
         if self.ready_at is None:
-            waited = now - self.created_at
-            if waited > self.faults.start_timeout_s:
+            timeout = self.faults.start_timeout_s
+            waited = self.watchdog.silent_s(self.created_at, timeout, None)
+            if waited > timeout:
                 self._replace(f"did not start within {waited:.0f} s (faults.start_timeout_s)")
             return
         ping = self.handle.ping.options(concurrency_group="probe").remote
         self.probe.ask(ping, lambda _: None, self._on_probe_error, self.life)
-        hang = self._hang(now, self.ready_at)
+        hang = self._hang(self.ready_at)
         if hang is not None:
             self.metrics.count(f"{self.kind.namespace}/hangs")
             self._replace(f"{hang}: hung")
 
-    def _hang(self, now: float, ready_at: float) -> str | None:
-        """Why the running actor, started at `ready_at`, is hung, or None."""
-        faults = self.faults
-        silent = self.probe.silent_s()
-        if silent > faults.probe_timeout_s:
-            return (
-                f"did not answer its probe for {silent:.0f} s "
-                f"(faults.probe_timeout_s={faults.probe_timeout_s:g})"
-            )
+    def _hang(self, ready_at: float) -> str | None:
+        """Why the running actor, started at `ready_at`, is hung (its timeouts count the
+        watchdog's seconds, `rayrl.ray.watchdog`), or None."""
+        probe_timeout, stall_timeout = self.faults.probe_timeout_s, self.faults.stall_timeout_s
+        if self.probe.asked_at is not None:
+            silent = self.watchdog.silent_s(self.probe.asked_at, probe_timeout, self.process)
+            if silent > probe_timeout:
+                return (
+                    f"did not answer its probe for {silent:.0f} s counted at the machine's "
+                    f"load (faults.probe_timeout_s={probe_timeout:g})"
+                )
         asking = self._stats_life is not None and self._stats_life.alive
         if asking and not self.saving:  # a save holds the lock its stats call waits for
-            waited = now - max(self._stats_asked_at, ready_at, self._saved_at)
-            if waited > faults.stall_timeout_s:
+            since = max(self._stats_asked_at, ready_at, self._saved_at)
+            waited = self.watchdog.silent_s(since, stall_timeout, self.process)
+            if waited > stall_timeout:
                 return (
-                    f"did not answer a stats call for {waited:.0f} s with no save under way "
-                    f"(faults.stall_timeout_s={faults.stall_timeout_s:g})"
+                    f"did not answer a stats call for {waited:.0f} s counted at the machine's "
+                    f"load with no save under way (faults.stall_timeout_s={stall_timeout:g})"
                 )
         return None
 

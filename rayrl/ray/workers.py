@@ -45,6 +45,7 @@ from rayrl.errors import RunFailedError
 from rayrl.ray.context import SupervisorContext
 from rayrl.ray.dispatcher import Life, callee_died
 from rayrl.ray.factory import CAPACITY_NOTICE_S
+from rayrl.ray.identity import ActorIdentity
 from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
 from rayrl.ray.store import StoreSupervisor
 
@@ -67,7 +68,9 @@ class WorkerSlot:
     """Its process has started: it is asked for chunks, and the hang timeout runs, only from
     then on."""
     actor_id: str | None = None
-    """Its actor's Ray id, once it has answered `actor_id` (or failed to)."""
+    """Its actor's Ray id, once it has answered `identify` (or failed to)."""
+    process: ActorIdentity | None = None
+    """Its actor's process, once it has answered `identify`."""
     last_progress: float = 0.0
     """When it last returned a chunk, was asked for one or handed weights while idle, or was
     created."""
@@ -106,6 +109,7 @@ class WorkerSupervisor:
         self.chunk_env_steps = chunk_env_steps
         self.total_env_steps = total_env_steps
         self.clock = context.clock
+        self.watchdog = context.watchdog
         self.placed = context.placed
         self.slots: list[WorkerSlot] = []
         self.stopped = False
@@ -248,8 +252,8 @@ class WorkerSupervisor:
 
     def _watch_start(self, slot: WorkerSlot) -> None:
         self.dispatcher.submit(
-            slot.handle.actor_id.remote(),
-            lambda actor_id: self._on_ready(slot, actor_id),
+            slot.handle.identify.remote(),
+            lambda identity: self._on_ready(slot, identity),
             lambda error: self._on_start_error(slot, error),
             slot.life,
         )
@@ -258,11 +262,12 @@ class WorkerSupervisor:
         slot.actor_id = callee_died(error)
         self._on_error(slot, error)
 
-    def _on_ready(self, slot: WorkerSlot, actor_id: str) -> None:
+    def _on_ready(self, slot: WorkerSlot, identity: ActorIdentity) -> None:
         """A worker's process has started: it is asked for chunks at once, not a loop round
         later."""
         self.metrics.phase_done("actors")
-        slot.actor_id = actor_id
+        slot.actor_id, slot.process = identity.actor_id, identity
+        self.watchdog.watch(identity)
         slot.ready = True
         slot.last_progress = self.clock()
         if slot.waiting_for_capacity:
@@ -302,7 +307,7 @@ class WorkerSupervisor:
 
     def _restart(self, slot: WorkerSlot) -> None:
         slot.restart_at = None
-        slot.actor_id = None
+        slot.actor_id = slot.process = None
         slot.life = Life()
         slot.incarnation += 1
         slot.handle = self.factory.worker(slot.index, slot.incarnation)
@@ -313,9 +318,10 @@ class WorkerSupervisor:
 
     def check_hangs(self) -> None:
         """Start the replacements that are due; replace workers that did not start (unless
-        they wait for capacity) or that deliver nothing while asked to; stop the run when
-        no worker has run for `faults.no_workers_timeout_s`."""
-        timeout = self.settings.sample_timeout_s
+        they wait for capacity) or that deliver nothing while asked to (in the watchdog's
+        seconds: `rayrl.ray.watchdog`); stop the run when no worker has run for
+        `faults.no_workers_timeout_s`."""
+        timeout, start_timeout = self.settings.sample_timeout_s, self.faults.start_timeout_s
         now = self.clock()
         for slot in self.slots:
             if self.stopped:
@@ -327,19 +333,24 @@ class WorkerSupervisor:
             if not slot.ready:
                 if self._waits_for_capacity(slot, now):
                     continue  # not a failure
-                if now - slot.last_progress > self.faults.start_timeout_s:
+                if self.watchdog.silent_s(slot.last_progress, start_timeout, None) > start_timeout:
                     logger.warning("worker %d did not start; replacing it", slot.index)
                     self._replace(slot, "it did not start within faults.start_timeout_s")
                 continue
             # waiting for the store's rate limit is not hanging: only sample calls count,
             # and the weights a paced worker's next chunk waits for
-            asked = slot.sampling or self._awaits_weights(slot)
-            if asked and now - slot.last_progress > timeout:
+            if not (slot.sampling or self._awaits_weights(slot)):
+                continue
+            silent = self.watchdog.silent_s(slot.last_progress, timeout, slot.process)
+            if silent > timeout:
                 logger.warning(
-                    "worker %d %s for %.0f s (workers.sample_timeout_s): killing and replacing it",
+                    "worker %d %s for %.0f s, %.0f s counted at the machine's load "
+                    "(workers.sample_timeout_s=%g): killing and replacing it",
                     slot.index,
                     "delivered no chunk" if slot.sampling else "took no weights",
                     now - slot.last_progress,
+                    silent,
+                    timeout,
                 )
                 self.metrics.count("worker/hangs")
                 self._replace(slot, "it hung (workers.sample_timeout_s)")

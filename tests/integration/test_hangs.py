@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +19,7 @@ from pathlib import Path
 import pytest
 import ray
 
+from rayrl import host
 from rayrl.files import read_jsonl
 from rayrl.run_lifecycle import StopReason
 from tests.background_run import BackgroundRun
@@ -222,3 +225,50 @@ def test_a_stopped_evaluator_is_replaced(ray_cluster, tmp_path, caplog):
         )
     assert stopped is StopReason.INTERRUPTED
     assert any("replacing the evaluator" in r.message for r in caplog.records)
+
+
+@pytest.fixture
+def busy_machine():
+    """Two busy processes per core beside the test (four on 2 cores: with the run's own, a
+    load of about 6): every process of the run gets a third of a core or less."""
+    loops = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(2 * host.usable_cores())
+    ]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def test_on_a_busy_machine_a_stopped_worker_is_replaced_in_its_time_and_nothing_else_is(
+    ray_cluster, busy_machine, tmp_path, caplog
+):
+    """The timeouts count the seconds an actor could run (`rayrl.ray.watchdog`): beside the
+    busy processes, at the hang tests' timeouts of a few seconds, no starved actor is taken
+    for a hung one, while the worker stopped with SIGSTOP is replaced after its timeout on
+    the wall clock (counted at the load, it would take about three times as long)."""
+    run_dir = tmp_path / "busy-worker-stop"
+    freezer = Freezer("rayrl/busy-worker-stop/worker-0", lambda: bool(learner_rows(run_dir)))
+    overrides = hang_run(
+        tmp_path,
+        "busy-worker-stop",
+        "workers.num_workers=2",
+        f"workers.sample_timeout_s={HANG_TIMEOUT_S}",
+        f"run.eval_timeout_s={HANG_TIMEOUT_S}",
+    )
+    with caplog.at_level(logging.WARNING, logger="rayrl.ray"):
+        stopped = train_through_a_freeze(
+            overrides, freezer, lambda: updates_after(run_dir, "worker/hangs") > 0
+        )
+    assert stopped is StopReason.INTERRUPTED
+    replaced = [r.message for r in caplog.records if "delivered no chunk" in r.message]
+    assert len(replaced) == 1
+    wall_s = float(replaced[0].removeprefix("worker 0 delivered no chunk for ").split()[0])
+    assert wall_s < 2 * HANG_TIMEOUT_S
+    last = read_jsonl(run_dir / "metrics.jsonl")[-1]
+    assert last["worker/hangs"] == 1
+    for count in ("learner/hangs", "replay/hangs", "eval/failures", "learner/restarts"):
+        assert last.get(count, 0) == 0, count

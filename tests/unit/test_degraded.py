@@ -16,7 +16,7 @@ CHUNK = 64
 def start(world: World, workers: WorkerSupervisor, index: int) -> None:
     """Ray answers worker `index`'s readiness call: its process has started."""
     handle = workers.slots[index].handle
-    handle.calls_to("actor_id")[0].ref.resolve(handle.id)
+    handle.calls_to("identify")[0].ref.resolve(handle.identity)
     world.pump()
 
 

@@ -22,7 +22,7 @@ from rayrl.recorders import Recorders
 from rayrl.run_lifecycle import StopReason
 from rayrl.rundir import RunDirectory
 from rayrl.session import Counters, TrainingSession
-from tests.fake_ray import OWN_ID, FakeFactory, FakeRay
+from tests.fake_ray import OWN_IDENTITY, FakeFactory, FakeRay, fake_watchdog
 
 CHUNK_STEPS = 128
 
@@ -54,13 +54,13 @@ def factory(learner: Learner) -> FakeFactory:
     return FakeFactory(
         behaviours={
             "worker": {
-                "actor_id": OWN_ID,
+                "identify": OWN_IDENTITY,
                 "sample": lambda steps: ("chunk", ChunkStats(0, CHUNK_STEPS, [1.0], [1], 0)),
                 "set_weights": lambda info: None,
             },
             # every actor answers its start and its probe: the end of a run waits for no call
             "replay": {
-                "actor_id": OWN_ID,
+                "identify": OWN_IDENTITY,
                 "ping": lambda: None,
                 "add": lambda chunk: CHUNK_STEPS,
                 "stats": lambda: StoreStats(size=5, inserted=5, sampled=0),
@@ -76,7 +76,7 @@ def factory(learner: Learner) -> FakeFactory:
                 "parameters_digest": lambda: "same",
                 "set_store": lambda store: None,
             },
-            "evaluator": {"actor_id": OWN_ID, "evaluate": learner.evaluate},
+            "evaluator": {"identify": OWN_IDENTITY, "evaluate": learner.evaluate},
         }
     )
 
@@ -105,7 +105,8 @@ def driver(tmp_path, *overrides: str, counters: Counters | None = None, learner=
     )
     fakes = factory(learner or Learner())
     dispatcher = Dispatcher(wait=FakeRay.wait, get=FakeRay.get)
-    return RayDriver(config, session, None, fakes, dispatcher), fakes
+    watchdog = fake_watchdog(time.monotonic)
+    return RayDriver(config, session, None, fakes, dispatcher, watchdog), fakes
 
 
 def test_a_run_evaluates_checkpoints_and_ends_in_the_policys_order(tmp_path):

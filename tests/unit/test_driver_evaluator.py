@@ -49,7 +49,8 @@ def test_it_answers_as_the_evaluator_does_in_its_own_process():
     torch.manual_seed(0)  # the same initial weights for both
     host = DriverEvaluator("rayrl/test/evaluator", *arguments)
     try:
-        assert host.actor_id.remote().result(WAIT_S) == "driver-thread:rayrl/test/evaluator"
+        identity = host.identify.remote().result(WAIT_S)
+        assert identity.actor_id == "driver-thread:rayrl/test/evaluator"
         hosted = host.evaluate.remote(None, 4, False).result(WAIT_S)
     finally:
         ActorFactory.kill(host)  # as the run's end does
@@ -72,7 +73,7 @@ def test_a_failed_start_is_reported_as_an_actors_constructor_error():
     host = DriverEvaluator("rayrl/test/evaluator", *evaluator_arguments("env.id=NoSuchEnv-v9"))
     try:
         with pytest.raises(ActorStartError) as raised:
-            host.actor_id.remote().result(WAIT_S)
+            host.identify.remote().result(WAIT_S)
         assert dead_actor(raised.value) is None  # no Ray actor's death
         assert "NoSuchEnv" in (constructor_error(raised.value) or "")
         with pytest.raises(ActorStartError) as evaluation:  # an evaluation asked anyway fails

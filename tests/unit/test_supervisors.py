@@ -26,7 +26,7 @@ from rayrl.ray.workers import WorkerSupervisor
 from rayrl.run_metrics import RunMetrics
 from rayrl.run_writer import RunWriter
 from rayrl.session import Counters
-from tests.fake_ray import FakeFactory, FakeRay, task_error
+from tests.fake_ray import FakeFactory, FakeRay, fake_watchdog, task_error
 
 KIND = StoreKind(namespace="replay", items="transitions", drops_stale=False)
 
@@ -66,7 +66,7 @@ class World:
     """Whether Ray's actor table can be read (`rayrl.compat`); else no actor's placement is
     known."""
     store_started: bool = True
-    """The store's constructor has finished (its `actor_id` answered)."""
+    """The store's constructor has finished (its `identify` answered)."""
 
     def __post_init__(self) -> None:
         self.dispatcher = Dispatcher(wait=FakeRay.wait, get=FakeRay.get)
@@ -83,6 +83,7 @@ class World:
             self.metrics,
             clock=self.clock,
             placed=self.placed,
+            watchdog=fake_watchdog(self.clock),
         )
         self.weights = self.context.weights
         self.writer = RecordingWriter()
@@ -106,7 +107,7 @@ class World:
 
     def ready(self, actor) -> None:
         """The actor's constructor finishes."""
-        actor.calls_to("actor_id")[0].ref.resolve(actor.id)
+        actor.calls_to("identify")[0].ref.resolve(actor.identity)
         self.pump()
 
     def placed(self, handle) -> bool | None:
@@ -136,7 +137,7 @@ class World:
         """Ray answers every worker's readiness call: their processes have started (only
         then are they asked for chunks)."""
         for slot in workers.slots:
-            slot.handle.calls_to("actor_id")[0].ref.resolve(slot.handle.id)
+            slot.handle.calls_to("identify")[0].ref.resolve(slot.handle.identity)
         self.pump()
 
 
@@ -428,7 +429,7 @@ def test_a_worker_restarts_with_backoff_until_its_limit_stops_the_run():
 
     def die() -> None:
         handle = slot.handle
-        handle.calls_to("actor_id")[0].ref.fail(handle.died())
+        handle.calls_to("identify")[0].ref.fail(handle.died())
         world.pump()
 
     die()
@@ -453,10 +454,10 @@ def test_restarts_outside_the_window_do_not_count():
     world = World(num_workers=1, faults=faults)
     workers = world.workers()
     slot = workers.slots[0]
-    slot.handle.calls_to("actor_id")[0].ref.fail(slot.handle.died())
+    slot.handle.calls_to("identify")[0].ref.fail(slot.handle.died())
     world.pump()
     world.clock.now = 101.0
-    slot.handle.calls_to("actor_id")[0].ref.fail(slot.handle.died())
+    slot.handle.calls_to("identify")[0].ref.fail(slot.handle.died())
     world.pump()
     assert slot.incarnation == 2
 
@@ -465,7 +466,7 @@ def test_an_error_in_a_workers_constructor_stops_the_run_with_it():
     world = World(num_workers=1)
     workers = world.workers()
     handle = workers.slots[0].handle
-    handle.calls_to("actor_id")[0].ref.fail(handle.failed_to_start("gymnasium.error.Error: no ROM"))
+    handle.calls_to("identify")[0].ref.fail(handle.failed_to_start("gymnasium.error.Error: no ROM"))
     with pytest.raises(
         RunFailedError, match=r"worker 0 could not start: gymnasium\.error\.Error: no ROM"
     ):
@@ -487,7 +488,7 @@ def test_training_goes_on_with_the_workers_that_remain_when_capacity_is_lost():
     assert lost.waiting_for_capacity
     workers.request_chunks()
     assert len(workers.slots[0].handle.calls_to("sample")) == 2  # worker 0 goes on
-    lost.handle.calls_to("actor_id")[0].ref.resolve(lost.handle.id)  # capacity is back
+    lost.handle.calls_to("identify")[0].ref.resolve(lost.handle.identity)  # capacity is back
     world.pump()
     assert lost.ready
     assert not lost.waiting_for_capacity
@@ -1000,7 +1001,7 @@ def test_a_store_death_that_surfaces_before_its_start_is_dealt_with_when_its_sta
     world.pump()  # not the workers' to deal with: nothing replaced
     assert workers.slots[0].incarnation == 0
     assert world.store.handle is store
-    store.calls_to("actor_id")[0].ref.fail(error)
+    store.calls_to("identify")[0].ref.fail(error)
     with pytest.raises(RunFailedError, match="the replay actor could not start: ValueError"):
         world.pump()
 
@@ -1101,7 +1102,7 @@ def test_an_error_in_the_evaluators_constructor_stops_the_run_with_it():
     world = World()
     supervisor = evaluator(world, started=False)
     error = supervisor.handle.failed_to_start("gymnasium.error.Error: no ROM")
-    supervisor.handle.calls_to("actor_id")[0].ref.fail(error)
+    supervisor.handle.calls_to("identify")[0].ref.fail(error)
     with pytest.raises(RunFailedError, match="the evaluator could not start: gymnasium"):
         world.pump()
 
