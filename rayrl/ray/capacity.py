@@ -8,7 +8,9 @@ enough but whose every node is too small would leave the actor pending forever),
 of them in the cluster. This is not a packing of every actor onto the nodes: a run refused
 is one that can never start, and one accepted may still wait for capacity (the start and
 no-worker timeouts of `faults` bound that). The experience store's memory is checked
-against the largest node there now (`check_store_memory`).
+against the largest node there now (`check_store_memory`), and every actor process's
+(each imports torch) with the store's against the cluster's memory for actors
+(`check_actor_memory`).
 
 An autoscaler can add nodes. What no node holds now is accepted when a node type the
 autoscaler can start would hold it: the run logs that it waits for the autoscaler, and
@@ -55,6 +57,11 @@ from rayrl.errors import ConfigError
 from rayrl.host import usable_cores
 
 logger = logging.getLogger(__name__)
+
+
+ACTOR_MEMORY = 400 * 2**20
+"""About what one actor's process holds once it has imported torch and built its envs and
+policy (a CartPole or MinAtar worker, the learner): the memory checks' unit."""
 
 
 def learner_cpus(num_gpus: float) -> float:
@@ -162,6 +169,8 @@ def check_cluster(config: Config, spec: EnvSpec, local: bool = False) -> float:
     capacity = Capacity(alive_nodes(), () if local else autoscaler_node_types())
     num_gpus = learner_gpus(config, capacity)
     check_workers(config, capacity, num_gpus)
+    if not local:  # a local Ray's size was checked against this machine's memory (connect)
+        check_actor_memory(config, spec, capacity)
     check_learners(config, num_gpus, capacity)
     check_device(config, num_gpus, capacity)
     return num_gpus
@@ -233,6 +242,32 @@ def check_workers(config: Config, capacity: Capacity, num_gpus: float) -> None:
         f"{config.workers.num_workers} x workers.cpus_per_worker="
         f"{config.workers.cpus_per_worker:g} + {learner_cpus(num_gpus):g} per learner)"
         f"{capacity.autoscaler_note()}; lower them or add nodes"
+    )
+
+
+def check_actor_memory(config: Config, spec: EnvSpec, capacity: Capacity) -> None:
+    """Refuse a run whose actor processes (`ACTOR_MEMORY` each) and experience store, when
+    full, need more memory than the cluster has for actors, unless its autoscaler may add it
+    or `workers.oversubscribe`: Ray reserves no memory for an actor that does not ask for it,
+    so such a run would start, and its nodes would run out of memory."""
+    workers = config.workers
+    if workers.oversubscribe or not any("memory" in node for node in capacity.nodes):
+        return
+    store = ALGORITHMS[config.algorithm.name].family.store_memory(config, spec)
+    processes = workers.num_workers + config.learner.num_learners + 1  # and the store's
+    needed = processes * ACTOR_MEMORY + store
+    waiting = "the Ray cluster has not the memory for all the run's actors now: they wait for "
+    if capacity.accepts({}, {"memory": needed}, waiting + "the autoscaler to start nodes"):
+        return
+    have, gib = capacity.total()["memory"], 2**30
+    fits = max(0, int((have - store) // ACTOR_MEMORY) - processes + workers.num_workers)
+    raise ConfigError(
+        f"workers.num_workers={workers.num_workers}: the run's {processes} actor processes "
+        f"(about {ACTOR_MEMORY / gib:.1f} GiB each, with torch) and its "
+        f"{ALGORITHMS[config.algorithm.name].family.store.namespace} need about "
+        f"{needed / gib:.1f} GiB and the Ray cluster has {have / gib:.1f} GiB of memory for "
+        f"actors{capacity.autoscaler_note()}, enough for workers.num_workers <= {fits}; lower "
+        "it, add nodes, or set workers.oversubscribe=true to start it anyway"
     )
 
 

@@ -34,7 +34,7 @@ from rayrl.ray.address import (
     given,
     resolve_auto,
 )
-from rayrl.ray.capacity import requested_cpus
+from rayrl.ray.capacity import ACTOR_MEMORY, requested_cpus
 
 logger = logging.getLogger(__name__)
 
@@ -141,10 +141,6 @@ CPUS_PER_CORE = 4
 quarter of a core, within the watchdogs' default timeouts, and a run's workers are rarely
 worth more; ten times the machine (a typo's extra zero) would start more processes than
 it can schedule."""
-
-ACTOR_MEMORY = 400 * 2**20
-"""About what one actor's process holds once it has imported torch and built its envs and
-policy (a CartPole or MinAtar worker, the learner): the memory check's unit."""
 
 
 def check_local_size(config: Config, needed: int, cores: int) -> None:
