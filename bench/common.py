@@ -1,12 +1,15 @@
-"""Helpers shared by the benchmarks: medians with ranges, resident memory, Atari-shaped
-chunks, reading a run's metrics, finding a run's processes by role, and running an earlier
-checkout's rayrl beside this one."""
+"""Helpers shared by the benchmarks: busy loops beside a run, medians with ranges, resident
+memory, Atari-shaped chunks, reading a run's metrics, finding a run's processes by role,
+and running an earlier checkout's rayrl beside this one."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
+import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -15,6 +18,19 @@ import numpy as np
 
 from rayrl.core import StepBatch, TransitionChunk
 from rayrl.processing import NStepProcessor
+
+
+@contextlib.contextmanager
+def busy_loops(count: int) -> Iterator[None]:
+    """`count` processes that spin at normal priority until the block ends: a machine that
+    is also doing something else."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
 
 
 def baseline_env(checkout: Path | None) -> dict[str, str] | None:

@@ -29,7 +29,6 @@ Ray's own priority instead of the command's (`rayrl.ray.connect.local_system_con
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -37,10 +36,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-from common import baseline_env, machine, median_range
+from common import baseline_env, busy_loops, machine, median_range
 
 from rayrl.ray.connect import WORKER_NICENESS_ENV
 
@@ -103,18 +101,6 @@ def plain_figures(wall: float, stdout: str) -> dict:
     line = next(line for line in stdout.splitlines() if line.startswith("plain_"))
     figures = json.loads(line.split(" ", 1)[1])
     return {**figures, "whole_s": wall, "env_steps_per_s": figures["env_steps"] / wall}
-
-
-@contextlib.contextmanager
-def busy_loops(count: int) -> Iterator[None]:
-    """`count` processes that spin at normal priority until the block ends."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for loop in loops:
-            loop.kill()
-            loop.wait()
 
 
 def main() -> None:
