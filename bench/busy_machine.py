@@ -37,14 +37,16 @@ COUNTS = ("worker/hangs", "worker/restarts", "learner/hangs", "replay/hangs", "e
 
 
 def stop_a_worker(ray_tmp: Path, driver: subprocess.Popen, after_s: float, stopped: list[int]):
-    """From a thread: SIGSTOP the run's first worker `after_s` seconds in."""
+    """From a thread: SIGSTOP one of the run's workers `after_s` seconds in (or once the
+    first has started, on a machine slow to start them)."""
     deadline = time.monotonic() + after_s
-    while driver.poll() is None and time.monotonic() < deadline:
+    while driver.poll() is None:
+        workers = run_processes(ray_tmp, driver.pid).get("WorkerService", [])
+        if workers and time.monotonic() >= deadline:
+            os.kill(min(workers), signal.SIGSTOP)
+            stopped.append(min(workers))
+            return
         time.sleep(0.5)
-    workers = run_processes(ray_tmp, driver.pid).get("WorkerService", [])
-    if driver.poll() is None and workers:
-        os.kill(min(workers), signal.SIGSTOP)
-        stopped.append(min(workers))
 
 
 def one_run(args: argparse.Namespace, busy: int) -> dict:
@@ -83,7 +85,7 @@ def one_run(args: argparse.Namespace, busy: int) -> dict:
     metrics = workdir / "runs" / "busy"
     rows = [r for r in read_metrics(metrics) if "learner/updates" in r] if metrics.is_dir() else []
     last = rows[-1] if rows else {}
-    replaced = re.findall(r"worker \d+ delivered no chunk for (\d+) s, (\d+) s counted", output)
+    replaced = re.findall(r"worker \d+ [a-z ]+ for (\d+) s, (\d+) s it could run", output)
     (workdir / "output.log").write_text(output)
     shutil.rmtree(ray_tmp, ignore_errors=True)
     return {
@@ -92,7 +94,7 @@ def one_run(args: argparse.Namespace, busy: int) -> dict:
         "wall_s": wall,
         "env_steps": last.get("env_steps", 0),
         "stopped": len(stopped),
-        "replaced_after": [f"{w} s ({c} s counted)" for w, c in replaced],
+        "replaced_after": [f"{w} s ({c} s it could run)" for w, c in replaced],
         **{name: last.get(name, 0) for name in COUNTS},
         "log": str(workdir / "output.log"),
     }

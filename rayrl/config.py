@@ -300,10 +300,10 @@ class RunConfig:
 @dataclass(frozen=True)
 class FaultsConfig:
     """What a run does when its parts fail. Restarts, timeouts and capacity apply to the Ray
-    runtime; write errors to both runtimes. The timeouts (and `workers.sample_timeout_s`,
-    `run.eval_timeout_s`) count the seconds an actor could run: on a machine whose cores
-    are wanted by three times as many threads, a wall-clock second counts a third (at most
-    ten times fewer); for a process the OS reports stopped, whole (`rayrl.ray.watchdog`)."""
+    runtime; write errors to both runtimes. The hang and start timeouts (and
+    `workers.sample_timeout_s`, `run.eval_timeout_s`) count the seconds an actor could run:
+    a second in which it waited for a core that other processes had counts only in part
+    (at most ten times less), a stopped process's whole (`rayrl.ray.watchdog`)."""
 
     worker_restarts: int = bounded(5, ge=0)
     """Restarts of one rollout worker within `restart_window_s` beyond which the run stops

@@ -3,7 +3,8 @@
 rayrl runs on Linux and macOS. Some of what it asks of the machine exists on one only:
 `sched_getaffinity` (the cores this process may run on) is Linux's, `fcntl`'s locks
 and the load average are Unix's, `os.process_cpu_count` is Python 3.13's, `/proc`'s count of
-the threads runnable now is Linux's (macOS has only the load average). Everything else
+the threads runnable now and its scheduler statistics are Linux's (macOS has only the load
+average). Everything else
 in the package calls these helpers, and `tests/unit/test_platform_names.py` fails on such a
 name used anywhere else under `rayrl/`.
 
@@ -71,6 +72,26 @@ def cpu_contention() -> float:
     except (OSError, IndexError, ValueError):  # not Linux
         running = load_average() or 0.0
     return max(1.0, running / usable_cores())
+
+
+def thread_run_queue_waits(pid: int) -> dict[int, float] | None:
+    """Seconds each thread of process `pid` has waited on a run queue since it started: time
+    it wanted a core while other threads had them (Linux's scheduler statistics,
+    `/proc/<pid>/task/<tid>/schedstat`). None where they cannot be read: macOS, a kernel
+    built without them, no such process."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    waits: dict[int, float] = {}
+    for thread in threads:
+        try:
+            waits[int(thread)] = (
+                int(Path(f"/proc/{pid}/task/{thread}/schedstat").read_text().split()[1]) / 1e9
+            )
+        except (OSError, IndexError, ValueError):  # the thread has ended
+            continue
+    return waits or None
 
 
 def process_stopped(pid: int) -> bool | None:

@@ -59,10 +59,22 @@ FAKE_MACHINE = "fake-machine"
 """The address of the machine every fake actor runs on, the driver's (`fake_watchdog`)."""
 
 
-def fake_watchdog(clock: Callable[[], float]) -> Watchdog:
-    """A watchdog on `clock` that counts wall-clock seconds: the fake actors' machine is
-    the driver's, never busy, and no fake actor's process is ever stopped."""
-    return Watchdog(clock, here=FAKE_MACHINE, contention=lambda: 1.0, stopped=lambda pid: False)
+def fake_watchdog(clock: Callable[[], float], starved: bool = False) -> Watchdog:
+    """A watchdog on `clock` for fake actors on the driver's machine, which is never busy
+    and stops no process. `starved`: every watched process's threads are read as waiting on
+    a run queue two thirds of the time, so that a third of its seconds count (a load of 6
+    on 2 cores); else none can be read, and its seconds count whole."""
+
+    def thread_waits(pid: int) -> dict[int, float] | None:
+        return {1: clock() * 2 / 3} if starved else None
+
+    return Watchdog(
+        clock,
+        here=FAKE_MACHINE,
+        contention=lambda: 1.0,
+        stopped=lambda pid: False,
+        thread_waits=thread_waits,
+    )
 
 
 class _Method:

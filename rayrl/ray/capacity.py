@@ -254,7 +254,8 @@ def check_actor_memory(config: Config, spec: EnvSpec, capacity: Capacity) -> Non
     if workers.oversubscribe or not any("memory" in node for node in capacity.nodes):
         return
     store = ALGORITHMS[config.algorithm.name].family.store_memory(config, spec)
-    processes = workers.num_workers + config.learner.num_learners + 1  # and the store's
+    # and the store and the evaluator (on a joined cluster, an actor: `evaluates_in_driver`)
+    processes = workers.num_workers + config.learner.num_learners + 2
     needed = processes * ACTOR_MEMORY + store
     waiting = "the Ray cluster has not the memory for all the run's actors now: they wait for "
     if capacity.accepts({}, {"memory": needed}, waiting + "the autoscaler to start nodes"):

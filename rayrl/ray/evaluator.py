@@ -151,11 +151,13 @@ class EvaluatorSupervisor:
                 self._replace("it did not start (faults.start_timeout_s)")
             return
         since = max(self._started_at, self.ready_at)
-        if self.pending and self.watchdog.silent_s(since, self.timeout_s, self.process) > (
-            self.timeout_s
-        ):
+        took = self.watchdog.silent_s(since, self.timeout_s, self.process)
+        if self.pending and took > self.timeout_s:
             logger.warning(
-                "evaluation took longer than run.eval_timeout_s=%g s; replacing the evaluator",
+                "evaluation took %.0f s, %.0f s it could run, longer than run.eval_timeout_s=%g "
+                "s; replacing the evaluator",
+                now - since,
+                took,
                 self.timeout_s,
             )
             self._replace("it hung (run.eval_timeout_s)")

@@ -254,7 +254,8 @@ def machine_monitor(address: str) -> Any:
     ]
     if not nodes:
         return None
-    strategy = NodeAffinitySchedulingStrategy(nodes[0]["NodeID"], soft=True)
+    # soft=False: on another node it would read another machine
+    strategy = NodeAffinitySchedulingStrategy(nodes[0]["NodeID"], soft=False)
     return ray.remote(MachineMonitor).options(num_cpus=0, scheduling_strategy=strategy).remote()
 
 

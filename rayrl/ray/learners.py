@@ -313,15 +313,15 @@ class LearnerSupervisor:
                 stalled = max(stalled, silent_at_answer)
         if silent > probe_timeout:
             return (
-                f"a learner did not answer its probe for {silent:.0f} s counted at the "
-                f"machine's load (faults.probe_timeout_s={probe_timeout:g})"
+                f"a learner did not answer its probe for {silent:.0f} s it could run "
+                f"(faults.probe_timeout_s={probe_timeout:g})"
             )
         if any(pulsed is not None and pulsed[0].waiting_for_store for pulsed in self.pulses):
             return None  # it waits on the store (and its peers on it): not hung
         if stalled > stall_timeout:
             return (
-                f"a learner has worked for {stalled:.0f} s counted at the machine's load "
-                f"without progress (faults.stall_timeout_s={stall_timeout:g})"
+                f"a learner has worked for {stalled:.0f} s it could run without progress "
+                f"(faults.stall_timeout_s={stall_timeout:g})"
             )
         return None
 

@@ -193,8 +193,8 @@ class StoreSupervisor:
             silent = self.watchdog.silent_s(self.probe.asked_at, probe_timeout, self.process)
             if silent > probe_timeout:
                 return (
-                    f"did not answer its probe for {silent:.0f} s counted at the machine's "
-                    f"load (faults.probe_timeout_s={probe_timeout:g})"
+                    f"did not answer its probe for {silent:.0f} s it could run "
+                    f"(faults.probe_timeout_s={probe_timeout:g})"
                 )
         asking = self._stats_life is not None and self._stats_life.alive
         if asking and not self.saving:  # a save holds the lock its stats call waits for
@@ -202,8 +202,8 @@ class StoreSupervisor:
             waited = self.watchdog.silent_s(since, stall_timeout, self.process)
             if waited > stall_timeout:
                 return (
-                    f"did not answer a stats call for {waited:.0f} s counted at the machine's "
-                    f"load with no save under way (faults.stall_timeout_s={stall_timeout:g})"
+                    f"did not answer a stats call for {waited:.0f} s it could run with no save "
+                    f"under way (faults.stall_timeout_s={stall_timeout:g})"
                 )
         return None
 

@@ -344,8 +344,8 @@ class WorkerSupervisor:
             silent = self.watchdog.silent_s(slot.last_progress, timeout, slot.process)
             if silent > timeout:
                 logger.warning(
-                    "worker %d %s for %.0f s, %.0f s counted at the machine's load "
-                    "(workers.sample_timeout_s=%g): killing and replacing it",
+                    "worker %d %s for %.0f s, %.0f s it could run (workers.sample_timeout_s=%g): "
+                    "killing and replacing it",
                     slot.index,
                     "delivered no chunk" if slot.sampling else "took no weights",
                     now - slot.last_progress,

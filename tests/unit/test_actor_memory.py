@@ -22,11 +22,11 @@ def check(num_workers: int, nodes, node_types=(), *extra: str) -> None:
 
 def test_more_actor_processes_than_the_clusters_memory_holds_are_refused():
     nodes = ({"CPU": 64.0, "memory": 4.0 * GIB}, {"CPU": 64.0, "memory": 4.0 * GIB})
-    check(16, nodes)  # 18 processes: about 7 GiB of 8
+    check(16, nodes)  # 19 processes: about 7.4 GiB of 8
     with pytest.raises(ConfigError) as refused:
         check(100, nodes)
     message = str(refused.value)
-    assert message.startswith("workers.num_workers=100: the run's 102 actor processes")
+    assert message.startswith("workers.num_workers=100: the run's 103 actor processes")
     assert "the Ray cluster has 8.0 GiB of memory for actors" in message
     fits = int(message.split("workers.num_workers <= ")[1].split(";")[0])
     check(fits, nodes)  # what it says fits, fits

@@ -65,6 +65,8 @@ class World:
     placement_known: bool = True
     """Whether Ray's actor table can be read (`rayrl.compat`); else no actor's placement is
     known."""
+    starved: bool = False
+    """Every actor's process gets a third of the time it wants on a core (`fake_watchdog`)."""
     store_started: bool = True
     """The store's constructor has finished (its `identify` answered)."""
 
@@ -83,7 +85,7 @@ class World:
             self.metrics,
             clock=self.clock,
             placed=self.placed,
-            watchdog=fake_watchdog(self.clock),
+            watchdog=fake_watchdog(self.clock, self.starved),
         )
         self.weights = self.context.weights
         self.writer = RecordingWriter()
@@ -116,7 +118,9 @@ class World:
         return handle.name not in self.unplaced
 
     def pump(self) -> None:
+        """A round of the driver's loop: dispatch what has resolved, read the processes."""
         self.dispatcher.poll(0.0)
+        self.context.watchdog.tick()
 
     def workers(
         self, total_env_steps: int = 10**9, pace: SamplingPace | None = None, **settings
@@ -1115,3 +1119,38 @@ def test_the_fake_factory_makes_actors_the_way_the_real_one_does():
 
     for name in ("worker", "experience", "learners", "evaluator", "kill"):
         assert parameters(getattr(FakeFactory, name)) == parameters(getattr(ActorFactory, name))
+
+
+def test_starved_actors_have_three_times_their_timeouts_where_a_third_of_their_seconds_count():
+    """Each supervisor times its actor on the watchdog's seconds of that actor's process:
+    starved to a third of a core (a load of 6 on 2 cores), every kind of actor is hung
+    after three times its timeout, not before (on the wall clock it would be after one)."""
+    faults = FaultsConfig(probe_timeout_s=60.0, stall_timeout_s=1000.0)
+    world = World(num_workers=1, faults=faults, starved=True)
+    workers = world.workers(max_chunks_in_flight=1, sample_timeout_s=10.0)
+    world.start(workers)  # its sample call is out from time 0 and never returns
+    learners = training(world).supervisor  # its probe is never answered
+    evaluations = evaluator(world, timeout_s=30.0)
+    evaluations.request("weights", 10, False, lambda result: None)  # never answered
+    store = world.store.handle  # answers no probe
+    hung_at = {}
+    for second in range(0, 200):
+        world.clock.now = float(second)
+        world.pump()
+        workers.check_hangs()
+        learners.watch()
+        world.store.watch()
+        evaluations.check_hung()
+        for name, replaced in [
+            ("worker", workers.slots[0].incarnation > 0),
+            ("learner", learners.incarnation > 0),
+            ("store", world.store.handle is not store),
+            ("evaluator", evaluations.incarnation > 0),
+        ]:
+            if replaced:
+                hung_at.setdefault(name, second)
+    # 3x the timeout, plus the probe's interval for the probed actors
+    assert 30 < hung_at["worker"] <= 32
+    assert 90 < hung_at["evaluator"] <= 92
+    assert 180 < hung_at["learner"] <= 180 + 3 * PROBE_INTERVAL_S + 2
+    assert 180 < hung_at["store"] <= 180 + 3 * PROBE_INTERVAL_S + 2
