@@ -2,7 +2,8 @@
 alone and beside N busy loops at normal priority, one after the other, with its exit
 status, wall time and what its watchdogs replaced; with `--stop-worker-after S`, a rollout
 worker is also stopped with SIGSTOP S seconds into each run (as a frozen process is left:
-it neither dies nor answers), and must be replaced and the run finish.
+it neither dies nor answers) S seconds after the run's first metrics row, and must be
+replaced and the run finish.
 
 A watchdog that counts wall-clock seconds takes a starved actor for a hung one; rayrl's
 count the seconds an actor could run (`rayrl.ray.watchdog`), and the wall clock's for a
@@ -36,9 +37,14 @@ COUNTS = ("worker/hangs", "worker/restarts", "learner/hangs", "replay/hangs", "e
 """What the watchdogs did, from the run's last metrics row."""
 
 
-def stop_a_worker(ray_tmp: Path, driver: subprocess.Popen, after_s: float, stopped: list[int]):
-    """From a thread: SIGSTOP one of the run's workers `after_s` seconds in (or once the
-    first has started, on a machine slow to start them)."""
+def stop_a_worker(
+    ray_tmp: Path, metrics: Path, driver: subprocess.Popen, after_s: float, stopped: list[int]
+) -> None:
+    """From a thread: SIGSTOP one of the run's workers `after_s` seconds after its first
+    metrics row (its workers have started by then: a worker stopped in its start is judged
+    by `faults.start_timeout_s`)."""
+    while driver.poll() is None and not metrics.is_file():
+        time.sleep(0.5)
     deadline = time.monotonic() + after_s
     while driver.poll() is None:
         workers = run_processes(ray_tmp, driver.pid).get("WorkerService", [])
@@ -52,6 +58,7 @@ def stop_a_worker(ray_tmp: Path, driver: subprocess.Popen, after_s: float, stopp
 def one_run(args: argparse.Namespace, busy: int) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="busy"))
     ray_tmp = Path(tempfile.mkdtemp(prefix="rb", dir="/tmp"))
+    run_dir = workdir / "runs" / "busy"
     command = [sys.executable, "-m", "rayrl", "train", "--config", args.preset]
     for override in [
         f"run.total_env_steps={args.env_steps}",
@@ -74,7 +81,7 @@ def one_run(args: argparse.Namespace, busy: int) -> dict:
         if args.stop_worker_after is not None:
             threading.Thread(
                 target=stop_a_worker,
-                args=(ray_tmp, driver, args.stop_worker_after, stopped),
+                args=(ray_tmp, run_dir / "metrics.jsonl", driver, args.stop_worker_after, stopped),
                 daemon=True,
             ).start()
         output, _ = driver.communicate()
@@ -82,8 +89,7 @@ def one_run(args: argparse.Namespace, busy: int) -> dict:
     for pid in stopped:  # Ray kills it once replaced; make sure
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    metrics = workdir / "runs" / "busy"
-    rows = [r for r in read_metrics(metrics) if "learner/updates" in r] if metrics.is_dir() else []
+    rows = [r for r in read_metrics(run_dir) if "learner/updates" in r] if run_dir.is_dir() else []
     last = rows[-1] if rows else {}
     replaced = re.findall(r"worker \d+ [a-z ]+ for (\d+) s, (\d+) s it could run", output)
     (workdir / "output.log").write_text(output)
