@@ -25,13 +25,12 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from common import busy_loops, machine, read_metrics, run_processes
+from common import busy_loops, machine, read_metrics, run_processes, start_rayrl_train
 
 COUNTS = ("worker/hangs", "worker/restarts", "learner/hangs", "replay/hangs", "eval/failures")
 """What the watchdogs did, from the run's last metrics row."""
@@ -59,25 +58,16 @@ def one_run(args: argparse.Namespace, busy: int) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="busy"))
     ray_tmp = Path(tempfile.mkdtemp(prefix="rb", dir="/tmp"))
     run_dir = workdir / "runs" / "busy"
-    command = [sys.executable, "-m", "rayrl", "train", "--config", args.preset]
-    for override in [
+    overrides = [
         f"run.total_env_steps={args.env_steps}",
         "run.name=busy",
         "logging.console=false",
         *args.set,
-    ]:
-        command += ["--set", override]
+    ]
     stopped: list[int] = []
     with busy_loops(busy):
         start = time.monotonic()
-        driver = subprocess.Popen(
-            command,
-            cwd=workdir,
-            env={**os.environ, "RAY_TMPDIR": str(ray_tmp)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        driver = start_rayrl_train(args.preset, overrides, workdir, ray_tmp)
         if args.stop_worker_after is not None:
             threading.Thread(
                 target=stop_a_worker,

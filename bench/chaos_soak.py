@@ -29,13 +29,12 @@ import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from common import machine, pss_bytes, rss_bytes, run_processes
+from common import machine, pss_bytes, rss_bytes, run_processes, start_rayrl_train
 
 from rayrl.checkpoint import load_checkpoint
 
@@ -59,17 +58,7 @@ def start_run(workdir: Path, ray_tmp: Path, seconds: float, capacity: int) -> su
         "faults.learner_restarts=1000",
         "faults.store_restarts=1000",
     ]
-    command = [sys.executable, "-m", "rayrl", "train", "--config", "pong_dqn"]
-    for override in overrides:
-        command += ["--set", override]
-    return subprocess.Popen(
-        command,
-        cwd=workdir,
-        env={**os.environ, "RAY_TMPDIR": str(ray_tmp)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    return start_rayrl_train("pong_dqn", overrides, workdir, ray_tmp)
 
 
 def training_rows(run: Path) -> list[dict]:

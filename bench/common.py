@@ -33,6 +33,25 @@ def busy_loops(count: int) -> Iterator[None]:
             loop.wait()
 
 
+def start_rayrl_train(
+    preset: str, overrides: Sequence[str], workdir: Path, ray_tmp: Path
+) -> subprocess.Popen:
+    """`rayrl train --config preset --set ...` as a user runs it, in `workdir` (its runs
+    under `workdir/runs`), its local Ray's files under `ray_tmp` (so that `run_processes`
+    finds them); its output, stderr included, in its `stdout`."""
+    command = [sys.executable, "-m", "rayrl", "train", "--config", preset]
+    for override in overrides:
+        command += ["--set", override]
+    return subprocess.Popen(
+        command,
+        cwd=workdir,
+        env={**os.environ, "RAY_TMPDIR": str(ray_tmp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
 def baseline_env(checkout: Path | None) -> dict[str, str] | None:
     """The environment that runs rayrl from `checkout` (a checkout of an earlier commit,
     `--baseline`): its code ahead of the installed rayrl on `PYTHONPATH`, which a local Ray's
