@@ -12,12 +12,13 @@ another's processes for about a quarter of their cores' time. At idle priority a
 core only when no other process wants it, so the tests beside it, whose timings count, keep
 most of their cores' time: a CPU-bound process (`python -c "import torch"`) took as long
 beside two idle-priority busy loops as on a quiet machine, but the Ray CLI tests, whose many
-processes wake and sleep, took 22% longer beside them (`docs/benchmarks.md`, "The suite's
-waits"), still less than the runs would add in turn.
+processes wake and sleep, took 22% longer beside them (`bench/reports/benchmarks.md`, "The
+suite's waits"), still less than the runs would add in turn.
 
 Written here rather than with pytest-xdist: xdist spreads whole tests over processes, each
 with a test cluster of its own, and would put the Ray runtime's learning tests side by side
-with other tests at the same priority (`docs/benchmarks.md`, "The test suite's cost")."""
+with other tests at the same priority (`bench/reports/benchmarks.md`, "The test suite's
+cost")."""
 
 from __future__ import annotations
 

@@ -81,9 +81,8 @@ class MinAtarTorso(Torso):
 
     The grids are copied into (channels, height, width) order before the convolution. A
     permuted view alone would run it channels-last, and flattening its output then copies
-    it back into order, forward and backward: on one CPU thread the torso's forward and
-    backward took about 13% longer that way on a batch of 32 (a whole DQN update 1-10%)
-    and about 24% on a PPO minibatch of 1,024 (`docs/benchmarks.md`)."""
+    it back into order, forward and backward, which makes the torso's forward and backward
+    slower on a CPU, the more so the larger the batch (figures in `docs/performance.md`)."""
 
     def __init__(self, height: int, width: int, channels: int) -> None:
         super().__init__()

@@ -138,8 +138,8 @@ class TorchLearner(ABC):
         The clipping is `nn.utils.clip_grad_norm_`'s, applied only where it changes the
         gradients: that function multiplies every gradient by its factor even when the factor
         is clamped to 1 (a branch on it would cost a device sync, which this step pays for the
-        guard anyway), a pass over all of them that cost about 3% of a MinAtar DQN update on a
-        CPU (`learner.max_grad_norm: null`, or a norm below it)."""
+        guard anyway), a pass over all of them that a small network's update on a CPU pays for
+        nothing (`learner.max_grad_norm: null`, or a norm below it)."""
         if self._stepping_update != self.updates:  # the first step of this update
             self._stepping_update = self.updates
             self._in_a_row_before = self.nonfinite.in_a_row
@@ -234,10 +234,10 @@ def build_optimizer(
             eps=settings.optimizer_eps,
             centered=settings.rmsprop_centered,
             # torch picks its per-tensor loop on a CPU (foreach on a GPU); the foreach step
-            # computes the same and was about 20% faster on the MinAtar network on a CPU
+            # computes the same and is faster for small networks such as MinAtar's on a CPU
             foreach=True,
         )
-    # the fused kernel is about 25% faster per update for small networks, CPU or GPU
+    # the fused kernel makes small networks' updates faster, CPU or GPU
     return torch.optim.Adam(parameters, lr=lr, eps=settings.optimizer_eps, fused=True)
 
 
@@ -283,11 +283,10 @@ class CompiledStep:
 
     torch's eager RMSprop makes one pass over every parameter per operation of its update
     (seven for the centered one), and on a CPU those passes cost as much as the MinAtar
-    network's forward and backward; compiled, it is one loop per parameter (0.31 ms against
-    0.61 ms a step for the MinAtar DQN learner on a 2-core CPU, 2026-12-02). The first call
-    compiles (seconds). Where compiling fails (no C++ compiler on a
-    CPU machine, no Triton on a GPU one), the learner says so in one line and steps eagerly
-    from then on, with the same results: the failed compile ran no step."""
+    network's forward and backward; compiled, it is one loop per parameter (figures in
+    docs/performance.md). The first call compiles (seconds). Where compiling fails (no C++
+    compiler on a CPU machine, no Triton on a GPU one), the learner says so in one line and
+    steps eagerly from then on, with the same results: the failed compile ran no step."""
 
     def __init__(self, optimizer: torch.optim.Optimizer) -> None:
         quiet_ignored_profiler_span()

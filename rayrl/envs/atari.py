@@ -2,8 +2,8 @@
 
 Training and evaluation use ale-py's C++ `AtariVectorEnv`, which does the preprocessing
 (no-op starts, frame skip with max-pooling, 84x84 grayscale, frame stack, FIRE on reset) in
-native threads: on a 2-core machine it steps preprocessed Pong about 2x faster than
-gymnasium's Python wrappers (figures in docs/benchmarks.md). Its own episodic-life and
+native threads, which is cheaper per step than gymnasium's Python wrappers (figures in
+docs/performance.md). Its own episodic-life and
 reward-clipping options are left off: the adapter applies both to the learning signal only,
 so that reported returns are always whole games with raw scores.
 

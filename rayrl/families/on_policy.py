@@ -67,13 +67,13 @@ class OnPolicyConfig(AlgorithmConfig):
     one for a shorter budget. With the rate decayed over the budget, a run five times as long
     at the same rate takes five times the steps at every stage of the decay, and the rate
     that learns best falls as the budget grows (Bjorck et al. 2025, "Scaling Optimal LR
-    Across Token Horizons", for language models; MinAtar in docs/learning.md). None:
+    Across Token Horizons", for language models; MinAtar in bench/reports/learning.md). None:
     learner.lr at every budget."""
     lr_budget_exponent: float = bounded(DEFAULT_LR_BUDGET_EXPONENT, gt=0.0, le=1.0)
-    """The power of the budget ratio in `lr_reference_env_steps`' scaling. 0.25 is what
-    minatar_impala's studies found for 64 unrolls per update: the best of three rates at 1M
-    env steps was 3e-3, the better of two at 5M 2e-3 (docs/learning.md). Checked at those
-    two budgets only; far shorter ones get larger rates (5.3e-3 at 100k)."""
+    """The power of the budget ratio in `lr_reference_env_steps`' scaling. 0.25 joins the
+    rates that learned best in minatar_impala's studies (64 unrolls per update): 3e-3 at 1M
+    env steps and 2e-3 at 5M (bench/reports/learning.md). Checked at those two budgets only;
+    far shorter ones get larger rates (5.3e-3 at 100k)."""
     eval_policy: Literal["sample", "greedy"] = "sample"
     """How evaluation acts: "sample" from the policy, as the IMPALA and PPO papers'
     evaluations do, or "greedy" (the most likely action, the mean for continuous ones)."""

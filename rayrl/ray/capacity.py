@@ -184,7 +184,7 @@ def alive_nodes() -> tuple[Resources, ...]:
 SMALL_MACHINE_CPUS = 4
 """`run.evaluator="auto"` evaluates in the driver's process on a Ray that is this machine
 alone, with at most this many cores: there, an evaluator process of its own (a Python and
-Ray start-up, a cold torch import: about 3 CPU-s) is a large share of what a run costs the
+Ray start-up, a cold torch import: seconds of CPU) is a large share of what a run costs the
 machine. On more cores, a process of its own keeps evaluation off the driver's interpreter
 lock; on a cluster, off the node the driver runs on."""
 

@@ -181,9 +181,9 @@ not registered its raylet within 30 s, a limit fixed in Ray's code."""
 def local_start_timed_out(cores: int) -> str:
     """The one line a run ends with when its local Ray did not start in time. Ray raises a
     bare `Exception`, shown with its traceback; on a user's machine it means the machine was
-    too busy to start Ray's processes within Ray's 30 s (two busy loops on 2 cores, as
-    `bench/loaded_ci.sh` makes, did not do it; two other Ray runs beside the test suite on 2
-    cores, a load average of 17-26, did), which the user can act on: a `UserError`."""
+    too busy to start Ray's processes within Ray's 30 s (a load several times the machine's
+    cores, not a busy program or two beside the run), which the user can act on: a
+    `UserError`."""
     load = load_average()
     busy = f"load average {load:.1f} on {cores} cores" if load is not None else f"{cores} cores"
     return (
@@ -294,7 +294,7 @@ def _ray_descendants() -> set[psutil.Process]:
 def _kill(processes: set[psutil.Process]) -> None:
     """Kill what a `ray.init` that was interrupted had started and `ray.shutdown` did not
     stop: interrupted while it built its node, Ray has no record of the processes it
-    started (a raylet's dashboard and runtime-env agents outlived the driver, measured)."""
+    started (a raylet's dashboard and runtime-env agents outlive the driver)."""
     for process in processes:
         with contextlib.suppress(psutil.Error):
             process.kill()

@@ -1,9 +1,10 @@
 """An evaluator in the driver's process, on a thread of its own (`run.evaluator`).
 
 On a small machine an evaluator actor costs a process of its own: Python's and Ray's start-up
-and a cold torch import, about 3 CPU-s on a 2-core machine, a quarter of a small run's CPU,
-paid while the workers and the learner want the same cores. The driver's process has
-imported torch already and spends its time waiting on Ray, so it can evaluate on a thread.
+and a cold torch import, seconds of CPU and a large share of a small run's (figures in
+docs/performance.md), paid while the workers and the learner want the same cores. The
+driver's process has imported torch already and spends its time waiting on Ray, so it can
+evaluate on a thread.
 Ray cannot put two actors in one process, so rayrl writes this small host itself.
 
 `DriverEvaluator` answers the two calls that the evaluator's supervisor makes of an evaluator

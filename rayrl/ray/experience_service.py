@@ -3,8 +3,8 @@ Ray runtime: it makes the store's limits *wait* instead of refuse, so that a lea
 asks too early simply gets its batch later and workers that run ahead are held back.
 
 This module imports neither torch nor the algorithms: the store's process only holds numpy
-arrays, and starting it without torch (about 1.7 s of CPU) leaves the cores to the
-workers and the learner while a run starts.
+arrays, and starting it without torch (whose import takes seconds of CPU) leaves the cores
+to the workers and the learner while a run starts.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ class ExperienceService(Identified):
     `add` waits while the store refuses the chunk (the replay ratio, a full queue), `sample`
     while it cannot serve the request (warm-up, the ratio, too few fresh unrolls). `stop`
     releases every waiting caller: adds are dropped and samples return no batches. (A
-    threaded actor rather than an asyncio one: on this path Ray's asyncio actors cost about
-    twice the CPU per call.)
+    threaded actor rather than an asyncio one: on this path Ray's asyncio actors cost more
+    CPU per call.)
     """
 
     def __init__(self, family: Family, settings: Any, restore: Path | None = None) -> None:

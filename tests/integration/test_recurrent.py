@@ -23,7 +23,7 @@ RECURRENT_BUDGET = 100_000
 14,336 env steps and seed 1 at 38,912."""
 FEEDFORWARD_BUDGET = 30_000
 """Env steps for the feed-forward twin: twice what the recurrent preset needs from the same
-seed in one process (above). In 60k it never passed 50 (seeds 0-3, `docs/learning.md`)."""
+seed in one process (above). In 60k it never passed 50 (seeds 0-3, `docs/results.md`)."""
 RECURRENT_IMPALA = (
     "env.id=rayrl/CartPoleNoVel-v1",
     "env.normalize.observations=true",

@@ -1,7 +1,8 @@
 """bench/learner_rate.py's yardstick: updates timed on batches the env played, never on a
 diverged network, and a run's average compared with an average (a fixed random batch drove
 the bare MinAtar loop to NaN within 3,000 updates, and the best window flattered the loop
-against the run's average: docs/benchmarks.md, "The learner's yardstick, corrected")."""
+against the run's average: bench/reports/benchmarks.md, "The learner's yardstick,
+corrected")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """bench/vs_sb3.py's summary of one run: the figures at the end, and the whole evaluation
 curve, from which a long run's earlier budgets are read (HalfCheetah's 300k run gave its
-100k and 200k figures this way: docs/benchmarks.md, "Issue 23")."""
+100k and 200k figures this way: bench/reports/benchmarks.md, "Issue 23")."""
 
 from __future__ import annotations
 
