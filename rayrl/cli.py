@@ -223,13 +223,26 @@ def sweep(spec: str | None, overrides: tuple[str, ...], resume: str | None, addr
 @main.command("show-config")
 @config_option
 @set_option
+@click.option(
+    "--doc",
+    is_flag=True,
+    help="Document every key: its docstring as # comment lines above it (the same text as "
+    "the docs' configuration reference). Still a config that `rayrl train --config` reads.",
+)
 @_user_errors
-def show_config(config: str | None, overrides: tuple[str, ...]) -> None:
-    """Print the resolved config as YAML."""
+def show_config(config: str | None, overrides: tuple[str, ...], doc: bool) -> None:
+    """Print the resolved config as YAML (a file `rayrl train --config` takes); --doc adds
+    each key's documentation as comments."""
     from rayrl.config import config_to_yaml
     from rayrl.presets import load_config
 
-    click.echo(config_to_yaml(load_config(config, overrides)), nl=False)
+    resolved = load_config(config, overrides)
+    if doc:
+        from rayrl.config_reference import config_to_commented_yaml
+
+        click.echo(config_to_commented_yaml(resolved), nl=False)
+    else:
+        click.echo(config_to_yaml(resolved), nl=False)
 
 
 @main.command()

@@ -145,7 +145,7 @@ class EnvConfig:
     """Training only: learn from sign(reward); returns are always reported unclipped. None
     takes the suite's default: true for Atari (the DeepMind setting), false otherwise."""
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
-    """Observation normalisation with statistics that travel with the weights."""
+    """Observation and reward normalisation from running statistics (`rayrl.normalization`)."""
 
 
 @dataclass(frozen=True)
@@ -154,9 +154,9 @@ class AlgorithmConfig:
     (`rayrl.families`) add their experience settings, each algorithm its own fields."""
 
     name: str = ""
-    """Algorithm name, a key of `rayrl.algorithms.ALGORITHMS`: each algorithm's config class
-    sets it (the one place it is written); a config that names none gets
-    `DEFAULT_ALGORITHM`."""
+    """The algorithm: "dqn", "impala", "ppo" or "sac" (the keys of
+    `rayrl.algorithms.ALGORITHMS`); a config that names none trains DQN. It picks which
+    fields the rest of this section has."""
     network: NetworkKind = "auto"
     """Torso: "mlp", "nature_cnn" (the Nature DQN's, for stacked 84x84 frames),
     "minatar_cnn" (the MinAtar paper's, for (10, 10, C) grids), or "auto": the one that
@@ -221,10 +221,9 @@ class LearnerConfig:
     (the MinAtar paper's DQN uses it)."""
     compile_optimizer: bool = False
     """RMSprop: compile its step with torch.compile, one fused loop over each parameter
-    instead of torch's pass per operation: on this 2-core CPU the MinAtar DQN learner's
-    step took 0.31 ms against 0.61 ms, and its updates ran 1.13-1.25x as fast (interleaved,
-    in one process; 2026-12-02). The first update pays
-    for the compile (10-25 s; a C++ compiler on a CPU, Triton on a GPU); where compiling
+    instead of torch's pass per operation, which on a CPU costs as much as a small
+    network's forward and backward (figures in docs/performance.md). The first update pays
+    for the compile (seconds; a C++ compiler on a CPU, Triton on a GPU); where compiling
     fails, the learner says so in one line and steps eagerly. Adam's step is torch's fused
     kernel already."""
     max_grad_norm: float | None = bounded(10.0, gt=0.0)
@@ -394,12 +393,22 @@ class Config:
     `algorithm` the named algorithm's own config class."""
 
     env: EnvConfig = field(default_factory=EnvConfig)
+    """The environment to train on (`env.id`) and how it is preprocessed."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    """The algorithm and its settings: `algorithm.name` picks one, whose config class (the
+    settings every algorithm has, its family's and its own) gives the other keys."""
     workers: WorkersConfig = field(default_factory=WorkersConfig)
+    """Rollout workers: how many, the envs each one steps, and what each asks Ray for."""
     learner: LearnerConfig = field(default_factory=LearnerConfig)
+    """The learner: batches, optimizer, gradient clipping, device and weight publication."""
     run: RunConfig = field(default_factory=RunConfig)
+    """The run: runtime, seed, budget, evaluation, checkpoints and its directory."""
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    """Where metrics go besides the run directory's JSONL file: the console, TensorBoard,
+    Weights & Biases, videos."""
     faults: FaultsConfig = field(default_factory=FaultsConfig)
+    """What a run does when its parts fail: restart limits and backoff, hang and start
+    timeouts, failed writes."""
 
     @property
     def total_envs(self) -> int:
