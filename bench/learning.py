@@ -1,5 +1,15 @@
-"""Learning you can check: presets trained on MinAtar games over seeds, beside published
-figures, written to docs/learning.md with the curves.
+"""Learning you can check: the shipped presets trained over seeds, beside published figures.
+For users, docs/results.md (one row per shipped preset at its shipped settings, with its
+curve in docs/results/); for the studies, bench/reports/learning.md (every preset and
+variant, the rows measured before the records, and the reading of them).
+
+Any shipped preset (`rayrl/configs/*.yaml`) trains here. A MinAtar preset trains on the
+MinAtar games --games names (default Breakout and SpaceInvaders; MinAtar/<game>-v1); a preset
+of another family (CartPole, Pendulum, MuJoCo, Pong) on its own env only, named in its runs
+by that env's id without namespace and version (`ALE/Pong-v5`: Pong), so it needs no
+--games. --env-steps is 1M for a MinAtar preset unless given, the preset's own budget
+(`run.total_env_steps`) for another. Every run trains its whole budget
+(`run.target_return=null`).
 
 Runs one (preset, game, seed) at a time with the Ray runtime, each in its own run directory
 under --runs (default bench/results/learning, not committed), so that a table can grow
@@ -12,21 +22,26 @@ is not under --runs (it ran on another machine) is refused rather than replaced;
 budget than that record's is a run of its own, named by its budget, and the table takes
 each seed's run planned nearest to a row's budget (the shorter run's final evaluation on
 FINAL_EPISODES episodes stays its row's figure). A variant of a preset is named with
---label and its --set overrides, and gets its own rows.
+--label and its --set overrides, and gets its own rows (in the studies only).
 
-The run directories (checkpoints, replay) stay on the machine that ran them; what the table
+The run directories (checkpoints, replay) stay on the machine that ran them; what the tables
 and the curves need of each run (its evaluations, its training returns, wall time and the
 learner's busy share, per log row) is kept in bench/learning_records/<run>.json, which is
-committed, so the table made on a later machine still holds every earlier run. Rows
+committed, so the tables made on a later machine still hold every earlier run. Rows
 measured before the records existed are kept verbatim in bench/learning_earlier.md. Every
-call rewrites docs/learning.md from the records, with bench/learning_notes.md (the reading
+call rewrites both pages from the records: docs/results.md takes each shipped preset's runs
+at its shipped settings (records without a variant label) and budget (or, short of it, the
+longest budget measured), on its own game (and SpaceInvaders for a MinAtar preset), and says
+"not measured yet", with the command that would measure it, where there are none;
+bench/reports/learning.md holds the whole table, with bench/learning_notes.md (the reading
 of the table) under it.
 
     python bench/learning.py --preset minatar_ppo --games Breakout --seeds 0 --env-steps 5000000
-    python bench/learning.py --preset minatar_dqn --label spi8 \
-        --set algorithm.replay.samples_per_insert=8 --set algorithm.target_update_every=250 \
+    python bench/learning.py --preset cartpole_ppo --seeds 0 1 2    # on CartPole-v1, 100k steps
+    python bench/learning.py --preset minatar_dqn --label spi8 \\
+        --set algorithm.replay.samples_per_insert=8 --set algorithm.target_update_every=250 \\
         --games Breakout SpaceInvaders --seeds 0 1 2 --env-steps 1000000
-    python bench/learning.py --report        # only rewrite docs/learning.md
+    python bench/learning.py --report        # train nothing: only rewrite the two pages
 """
 
 from __future__ import annotations
@@ -36,29 +51,43 @@ import datetime
 import json
 import logging
 import math
+import os
 import re
 import shlex
 import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from common import machine
 
 import rayrl
 from rayrl.checkpoint import load_checkpoint
-from rayrl.config import config_to_dict, preset_names
+from rayrl.config import Config, config_to_dict, preset_names
 from rayrl.errors import CheckpointError
 from rayrl.families.on_policy import OnPolicyConfig, budget_lr
 from rayrl.files import atomic_path, read_jsonl
-from rayrl.plot import curves_of, draw_curves, save_png
+from rayrl.plot import Curves, curves_of, draw_curves, save_png
 from rayrl.presets import load_config, saved_config
 from rayrl.rundir import RunDirectory
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "bench" / "results" / "learning"
-DOC = ROOT / "docs" / "learning.md"
-CURVES = ROOT / "docs" / "learning"
+RESULTS = ROOT / "docs" / "results.md"
+"""For users: one row per shipped preset at its shipped settings, each with its curve."""
+CURVES = ROOT / "docs" / "results"
+"""The curves of RESULTS' rows (`<preset>-<game>.png`), and nothing else: a curve that no
+row draws any more is removed."""
+STUDIES = ROOT / "bench" / "reports" / "learning.md"
+README = ROOT / "README.md"
+"""Its presets table, between README_MARKERS, is the results table's short form."""
+README_MARKERS = ("<!-- presets:start -->", "<!-- presets:end -->")
+"""The studies: every preset and variant at every budget measured, the rows measured before
+the records, the commands, NOTES and the evaluation protocols."""
 RECORDS = ROOT / "bench" / "learning_records"
 """One JSON file per run: what the table and the curves need of it (committed)."""
 EARLIER = ROOT / "bench" / "learning_earlier.md"
@@ -97,7 +126,9 @@ step is the eager one's arithmetic): a run or preset that changes one still trai
 its record's row names."""
 NOTES = ROOT / "bench" / "learning_notes.md"
 """The hand-written reading of the table (targets met or missed, by how much, and why),
-placed under it in docs/learning.md."""
+placed under it in STUDIES."""
+MINATAR_GAMES = ("Breakout", "SpaceInvaders")
+"""The games a MinAtar preset trains on without --games."""
 
 PAPER = "MinAtar paper (Young & Tian 2019, Fig. 2), 5M frames"
 PAPER_5M = {
@@ -164,6 +195,17 @@ FOLLOWS = {
 """Which published evaluation protocol each preset follows."""
 
 
+def acting(config: Config) -> str:
+    """How a preset acts in its evaluations: epsilon-greedy (with its epsilon), greedy,
+    sampled from its policy, or SAC's deterministic squashed mean."""
+    algo = config.algorithm
+    if hasattr(algo, "eval_epsilon"):
+        return f"epsilon-greedy, {algo.eval_epsilon:g}" if algo.eval_epsilon else "greedy"
+    if hasattr(algo, "eval_policy"):
+        return {"sample": "sampled", "greedy": "greedy"}[algo.eval_policy]
+    return "deterministic (SAC's squashed mean)"
+
+
 def protocols() -> list[str]:
     """A table of every preset's evaluation protocol, read from the presets themselves."""
     lines = [
@@ -177,13 +219,7 @@ def protocols() -> list[str]:
     ]
     for name in preset_names():
         config = load_config(name)
-        algo, env = config.algorithm, config.env
-        if hasattr(algo, "eval_epsilon"):
-            acting = f"epsilon-greedy, {algo.eval_epsilon:g}"
-        elif hasattr(algo, "eval_policy"):
-            acting = {"sample": "sampled", "greedy": "greedy"}[algo.eval_policy]
-        else:
-            acting = "deterministic (SAC's squashed mean)"
+        env = config.env
         signal = ", ".join(
             text
             for on, text in (
@@ -195,7 +231,7 @@ def protocols() -> list[str]:
             if on
         )
         lines.append(
-            f"| `{name}` | {acting} | {config.run.eval_episodes} | "
+            f"| `{name}` | {acting(config)} | {config.run.eval_episodes} | "
             f"{env.repeat_action_probability:g} | {signal or 'raw rewards'} | "
             f"{FOLLOWS.get(name, '-')} |"
         )
@@ -221,6 +257,50 @@ def variant_name(preset: str, label: str | None) -> str:
 
 def preset_of(variant: str) -> str:
     return variant.partition("+")[0]
+
+
+def is_minatar(preset: str) -> bool:
+    """Whether `preset` is a MinAtar one, trained on the games --games names."""
+    return load_config(preset).env.id.startswith("MinAtar/")
+
+
+def game_of(env_id: str) -> str:
+    """An env's name in run names and tables: its id without namespace and version
+    (`MinAtar/Breakout-v1`: Breakout, `ALE/Pong-v5`: Pong, `rayrl/CartPoleNoVel-v1`:
+    CartPoleNoVel)."""
+    return re.sub(r"-v\d+$", "", env_id.rpartition("/")[2])
+
+
+def own_game(preset: str) -> str:
+    """The game of the preset's own env (Breakout for the MinAtar presets)."""
+    return game_of(load_config(preset).env.id)
+
+
+def games_of(preset: str, games: list[str] | None) -> list[str]:
+    """The games a run of `preset` trains on: those --games names for a MinAtar preset
+    (MINATAR_GAMES without it); the preset's own env for any other, which --games may name
+    but not change."""
+    if is_minatar(preset):
+        return games or list(MINATAR_GAMES)
+    own = own_game(preset)
+    if games and games != [own]:
+        raise SystemExit(
+            f"{preset} trains on its own env ({load_config(preset).env.id}, {own} in run "
+            "names) only: leave --games out"
+        )
+    return [own]
+
+
+def game_env_id(preset: str, game: str) -> str:
+    """The env id of `preset`'s runs on `game`: MinAtar/<game>-v1 for a MinAtar preset, the
+    preset's own for any other."""
+    return f"MinAtar/{game}-v1" if is_minatar(preset) else load_config(preset).env.id
+
+
+def game_overrides(preset: str, game: str) -> list[str]:
+    """The overrides that put `preset` on `game`: the MinAtar game's id, none for another
+    family's preset (it runs its own env as shipped)."""
+    return [f"env.id={game_env_id(preset, game)}"] if is_minatar(preset) else []
 
 
 def budget_scheduled(config: dict) -> bool:
@@ -267,6 +347,7 @@ def train(
     """Train (or continue) one run of `variant` (a preset and its `overrides`) to
     `env_steps`; its directory. A run whose record is kept but whose directory is not under
     `runs` is refused: a fresh run of the same name would replace that record."""
+    games_of(preset_of(variant), [game])  # another family's preset: its own env only
     path = run_path(runs, variant, overrides, game, seed, env_steps)
     budget = [f"run.total_env_steps={env_steps}", "run.target_return=null"]
     if (path / "checkpoints" / "latest.pt").is_file():
@@ -296,7 +377,7 @@ def train(
         preset_of(variant),
         overrides=[
             *overrides,
-            f"env.id=MinAtar/{game}-v1",
+            *game_overrides(preset_of(variant), game),
             f"run.seed={seed}",
             f"run.runs_dir={runs}",
             f"run.name={path.name}",
@@ -398,7 +479,7 @@ def stale_settings(record: dict) -> list[str]:
         )
     # the game, and the budget that an on-policy run's starting rate depends on
     run_of_record = [
-        f"env.id=MinAtar/{record['game']}-v1",
+        *game_overrides(preset_of(record["variant"]), record["game"]),
         f"run.total_env_steps={record['planned_env_steps']}",
     ]
     now = settings(
@@ -553,13 +634,18 @@ def nearest_runs(found: list[tuple[dict, RunFigures]]) -> list[tuple[dict, RunFi
     return [nearest[seed] for seed in sorted(nearest)]
 
 
+def algorithm_of(variant: str) -> str:
+    """The algorithm of a variant's preset (`dqn`, `impala`, `ppo`, `sac`)."""
+    return load_config(preset_of(variant)).algorithm.name
+
+
 def table_rows(groups: dict[tuple[str, str], list[dict]]) -> dict[tuple[str, str, int], str]:
     """The table's rows from the records by (variant, game, budget): one at 1M env steps
     (every seed that reached it) and one at the longest budget any seed reached."""
     made = {}
     for (variant, game), members in groups.items():
-        algorithm = preset_of(variant).split("_")[-1]
-        published_return, source, differs = published(algorithm, game)
+        published_return, source, differs = published(algorithm_of(variant), game)
+        reference = "-" if math.isnan(published_return) else f"{published_return:g}"
         longest = max((row[0] for r in members for row in r["evals"]), default=0)
         budgets = sorted({b for b in (1_000_000, round(longest, -5)) if b <= longest * SLACK})
         for budget in budgets:
@@ -576,7 +662,7 @@ def table_rows(groups: dict[tuple[str, str], list[dict]]) -> dict[tuple[str, str
                 f"{mean_std([f.final_training for f in runs])} | {wall / 60:.0f} min | "
                 f"{wall / 60 / (steps / 1e6):.1f} min | "
                 f"{100 * statistics.mean(f.learner_share for f in runs):.0f}% | "
-                f"{published_return:g} | {source}: {differs} | "
+                f"{reference} | {source}: {differs} | "
                 f"{max(r['measured'] for r, _ in found)} |"
             )
     return made
@@ -601,6 +687,24 @@ def earlier_text() -> list[str]:
     return [line for line in lines if line and not line.startswith(("#", "|"))]
 
 
+def command(
+    variant: str,
+    overrides: list[str] | tuple[str, ...],
+    games: list[str],
+    seeds: list[int] | tuple[int, ...],
+    budget: int,
+) -> str:
+    """The `bench/learning.py` command that trains `variant` (a preset and its `overrides`)
+    on `games` with `seeds` to `budget` env steps; without --games for a preset of another
+    family than MinAtar (it trains on its own env)."""
+    preset, _, label = variant.partition("+")
+    args = ["--preset", preset, *(["--label", label] if label else [])]
+    args += [word for o in overrides for word in ("--set", o)]
+    args += ["--games", *games] if is_minatar(preset) else []
+    args += ["--seeds", *map(str, seeds), "--env-steps", str(budget)]
+    return shlex.join(["python", "bench/learning.py", *args])
+
+
 def commands(groups: dict[tuple[str, str], list[dict]]) -> list[str]:
     """The `bench/learning.py` commands that train the recorded runs: one per variant,
     budget and set of seeds, with the games trained that way."""
@@ -612,39 +716,207 @@ def commands(groups: dict[tuple[str, str], list[dict]]) -> list[str]:
             by_budget.setdefault(key, []).append(record["seed"])
         for (budget, overrides), seeds in by_budget.items():
             games.setdefault((variant, budget, overrides, tuple(seeds)), []).append(game)
-    lines = []
-    for (variant, budget, overrides, seeds), trained in sorted(games.items()):
-        preset, _, label = variant.partition("+")
-        args = ["--preset", preset, *(["--label", label] if label else [])]
-        args += [word for o in overrides for word in ("--set", o)]
-        args += ["--games", *trained, "--seeds", *map(str, seeds), "--env-steps", str(budget)]
-        lines.append(shlex.join(["python", "bench/learning.py", *args]))
+    return [
+        command(variant, overrides, trained, seeds, budget)
+        for (variant, budget, overrides, seeds), trained in sorted(games.items())
+    ]
+
+
+def result_games(preset: str) -> list[str]:
+    """The games of a shipped preset's rows in RESULTS: its own, and SpaceInvaders too for a
+    MinAtar preset."""
+    own = own_game(preset)
+    return list(dict.fromkeys([own, "SpaceInvaders"])) if is_minatar(preset) else [own]
+
+
+def shipped_runs(members: list[dict], budget: int) -> tuple[int, list[tuple[dict, RunFigures]]]:
+    """The runs of a shipped preset's row in RESULTS, from the records of the preset as
+    shipped (no variant) on a game, and the budget they are taken at: each seed's run at the
+    preset's own `budget`, or, where no seed reached it, at the longest budget short of it
+    that one did (a budget a run was planned for, or its last evaluation's to 100k); none
+    where nothing was recorded."""
+    candidates = {budget} | {r["planned_env_steps"] for r in members}
+    candidates |= {round(r["evals"][-1][0], -5) for r in members if r["evals"]}
+    for at in sorted((b for b in candidates if b <= budget), reverse=True):
+        if found := nearest_runs([(r, f) for r in members if (f := figures(r, at))]):
+            return at, found
+    return budget, []
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def published_figure(algorithm: str, game: str) -> str:
+    """The published figure of a RESULTS row: the MinAtar paper's return and the curve it
+    is read off, "-" where the studies' table has none."""
+    value, _, _ = published(algorithm, game)
+    return "-" if math.isnan(value) else f"{value:g} ({PAPER_ALGORITHM[algorithm][1]})"
+
+
+def results(
+    groups: dict[tuple[str, str], list[dict]],
+) -> tuple[list[str], list[str], dict[str, tuple[str, list[Curves]]]]:
+    """RESULTS' table rows, one per shipped preset and game of it (`result_games`), at its
+    shipped settings (the records of no variant); the same rows, shorter, for the README;
+    and the curves of the measured ones by file name, each with its heading."""
+    rows: list[str] = []
+    readme_rows: list[str] = []
+    drawn: dict[str, tuple[str, list[Curves]]] = {}
+    for preset in preset_names():
+        config = load_config(preset)
+        budget = config.run.total_env_steps
+        for game in result_games(preset):
+            env = f"`{game_env_id(preset, game)}`"
+            reference = published_figure(config.algorithm.name, game)
+            at, found = shipped_runs(groups.get((preset, game), []), budget)
+            if not found:
+                rows.append(
+                    f"| `{preset}` | {env} | not measured yet | {acting(config)} | - | "
+                    f"{budget:,} | - | - | {reference} | "
+                    f"`{command(preset, [], [game], [0, 1, 2], budget)}` |"
+                )
+                readme_rows.append(
+                    f"| `{preset}` | {config.algorithm.name.upper()} | {env} | not measured yet "
+                    f"| - | {budget:,} | - | - |"
+                )
+                continue
+            runs = [f for _, f in found]
+            steps = min(f.env_steps for f in runs)
+            reached = f"{steps:,}" if at == budget else f"{steps:,} (budget {budget:,})"
+            machines = sorted({r.get("machine") or "unknown" for r, _ in found})
+            seeds = [r["seed"] for r, _ in found]
+            returns = mean_std([f.final_eval for f in runs])
+            wall = duration(statistics.mean(f.wall_s for f in runs))
+            rows.append(
+                f"| `{preset}` | {env} | {returns} | {acting(config)} | {len(runs)} | "
+                f"{reached} | {wall} | {'; '.join(machines)} | {reference} | "
+                f"`{command(preset, [], [game], seeds, at)}` |"
+            )
+            hardware = "; ".join(dict.fromkeys(m.split(", torch")[0] for m in machines))
+            readme_rows.append(
+                f"| `{preset}` | {config.algorithm.name.upper()} | {env} | {returns} "
+                f"({acting(config)}) | {len(runs)} | {reached} | {wall} | {hardware} |"
+            )
+            limit = at * SLACK
+            drawn[f"{preset}-{game}.png"] = (
+                f"`{preset}` on {env}",
+                [
+                    curves_of(
+                        f"seed {r['seed']}",
+                        [m for m in expand(r["metrics"], METRICS) if m["env_steps"] <= limit],
+                        [e for e in expand(r["evals"], EVALS) if e["env_steps"] <= limit],
+                    )
+                    for r, _ in found
+                ],
+            )
+    return rows, readme_rows, drawn
+
+
+def readme_with_presets(readme: str, rows: list[str]) -> str:
+    """The README with its presets table (between README_MARKERS) made of `rows`."""
+    start, end = README_MARKERS
+    if readme.count(start) != 1 or readme.count(end) != 1:
+        raise SystemExit(f"README.md: its presets table needs one {start} and one {end}")
+    before, rest = readme.split(start)
+    after = rest.split(end)[1]
+    table = [
+        "| preset | algorithm | env | return, mean ± std (acting) | seeds | env steps | "
+        "wall time per seed | hardware |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+    return before + start + "\n" + "\n".join(table) + "\n" + end + after
+
+
+def small_figure(curves: list[Curves]) -> Figure:
+    """`draw_curves`' figure at about half its size (700 x 260 pixels), for RESULTS."""
+    figure = draw_curves(curves)
+    figure.set_size_inches(7, 2.6)
+    for ax in figure.axes:
+        ax.title.set_fontsize(7)
+        ax.xaxis.label.set_fontsize(7)
+        ax.yaxis.label.set_fontsize(7)
+        ax.xaxis.get_offset_text().set_fontsize(6)
+        ax.tick_params(labelsize=6)
+        for line in ax.lines:
+            line.set_linewidth(1)
+            line.set_markersize(3)
+        if legend := ax.get_legend():
+            for text in legend.get_texts():
+                text.set_fontsize(6)
+    figure.tight_layout()
+    return figure
+
+
+def results_page(rows: list[str], drawn: dict[str, tuple[str, list[Curves]]]) -> list[str]:
+    """RESULTS, for users: a short introduction, the table, the curves under it."""
+    lines = [
+        "# Results",
+        "",
+        "*This page is generated: `python bench/learning.py --report` rewrites it, and its",
+        "curves in `docs/results/`, from the run records kept in `bench/learning_records/`.*",
+        "",
+        "What each shipped preset (`rayrl/configs/*.yaml`) learns with its shipped settings and",
+        "budget (`run.total_env_steps`), on its own env; the MinAtar presets on SpaceInvaders",
+        "too. Each row gives the command that trained its seeds, one after another, with the Ray",
+        "runtime on the hardware named. A preset not measured yet shows the command that would",
+        "measure it, at its budget.",
+        "",
+        f"- **return**: each seed's last checkpoint evaluated over {FINAL_EPISODES} episodes",
+        "  (a run recorded before that evaluation was made: its last evaluation, over the",
+        "  preset's `run.eval_episodes`), mean ± standard deviation across the seeds. The",
+        "  *acting* column says how the policy acts in its evaluations (the preset's protocol).",
+        "- **wall time**: one seed's run, the mean over the seeds; a run may have shared its",
+        "  machine with another.",
+        "- **published**: the MinAtar paper's figure (Young & Tian 2019, Fig. 2) at 5M frames,",
+        "  for the algorithm named. The paper reports training returns, with all 6 actions: a",
+        "  guide, not the same measurement.",
+        "",
+        "How the presets' settings were chosen (every variant tried, the rows measured before",
+        "the records, and the reading of them all) is in `bench/reports/learning.md`, which the",
+        "same command writes.",
+        "",
+        "| preset | env | return (mean ± std) | acting | seeds | env steps | wall time | "
+        "hardware | published | command |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+    if drawn:
+        lines += [
+            "",
+            "## Curves",
+            "",
+            "Training episode returns (left) and evaluation returns with their episodes'",
+            "min-max band (right) against env steps, one color per seed.",
+        ]
+        for name, (heading, _) in drawn.items():
+            lines += ["", f"### {heading}", "", f"![{Path(name).stem}](results/{name})"]
     return lines
 
 
-def report(runs: Path) -> None:
-    """Refresh the records of every run under `runs`, then rewrite docs/learning.md (and
-    the curves of every group with records) from all the records."""
-    for path in sorted(runs.iterdir()) if runs.is_dir() else []:
-        if RUN_NAME.fullmatch(path.name) and (path / "metrics.jsonl").is_file():
-            evaluate_final(path)
-            write_record(path)
-    groups = read_records()
-    for record in (r for members in groups.values() for r in members):
-        if stale := stale_settings(record):
-            raise SystemExit(
-                f"bench/learning_records/{record['run']}.json: its run was trained with other "
-                f"settings than `{record['variant']}` gives now ({'; '.join(stale)}); give the "
-                "record (and its run's .variant.json) the overrides that name it, and another "
-                "--label"
-            )
+def studies_page(
+    groups: dict[tuple[str, str], list[dict]], drawn: dict[str, tuple[str, list[Curves]]]
+) -> list[str]:
+    """STUDIES: every preset and variant at every budget measured, the earlier rows, the
+    commands, NOTES and the evaluation protocols."""
     made = table_rows(groups)
     earlier = earlier_rows(set(made))
     machines = sorted({r["machine"] for members in groups.values() for r in members})
     lines = [
-        "# Learning results",
+        "> This is the study record of what the presets learn: every preset and variant",
+        "> measured, at every budget, with the dated reading of them. It is generated:",
+        "> `python bench/learning.py --report` rewrites it (and `docs/results.md`, the current",
+        "> figure of each shipped preset) from the records in `bench/learning_records/`, with",
+        "> `bench/learning_earlier.md` and `bench/learning_notes.md`: edit those, not this page.",
         "",
-        "What the presets learn on MinAtar, beside published figures. Made by",
+        "# Learning studies",
+        "",
+        "What the presets and their variants learn, beside published figures. Made by",
         "`bench/learning.py` (the commands are under the table); every run is the Ray runtime",
         f"on one machine ({'; '.join(machines) or machine()}). Returns are evaluation returns",
         "(`eval.jsonl`: the evaluation protocol of the preset) at the last evaluation (at the",
@@ -674,20 +946,57 @@ def report(runs: Path) -> None:
         lines += [*commands(groups), "```"]
     if earlier:
         lines += ["", *earlier_text()]
-    CURVES.mkdir(parents=True, exist_ok=True)
-    for (variant, game), members in groups.items():
-        curves = [
-            curves_of(r["run"], expand(r["metrics"], METRICS), expand(r["evals"], EVALS))
-            for r in members
-        ]
-        save_png(draw_curves(curves), CURVES / f"{variant}-{game}.png")
-    lines += ["", "Curves (training episode returns and evaluations, one color per seed):", ""]
-    lines += [f"![{p.stem}](learning/{p.name})" for p in sorted(CURVES.glob("*.png"))]
+    lines += [
+        "",
+        "Curves of the shipped presets' rows in `docs/results.md` (training episode returns and",
+        "evaluations, one color per seed). The variants' curves are not drawn any more; until",
+        "2026-12-06 every group's were, in `docs/learning/`, which git keeps: `git log",
+        "--diff-filter=D -- docs/learning` names the commit that removed them, whose parent",
+        "holds them.",
+        "",
+    ]
+    lines += [
+        f"![{Path(name).stem}]({Path(os.path.relpath(CURVES / name, STUDIES.parent)).as_posix()})"
+        for name in drawn
+    ]
     if NOTES.is_file():
         lines += ["", NOTES.read_text().rstrip()]
     lines += ["", *protocols()]
-    DOC.write_text("\n".join(lines) + "\n")
-    print(f"wrote {DOC}")
+    return lines
+
+
+def report(runs: Path) -> None:
+    """Refresh the records of every run under `runs`, then rewrite RESULTS (and its curves)
+    and STUDIES from all the records."""
+    for path in sorted(runs.iterdir()) if runs.is_dir() else []:
+        if RUN_NAME.fullmatch(path.name) and (path / "metrics.jsonl").is_file():
+            evaluate_final(path)
+            write_record(path)
+    groups = read_records()
+    for record in (r for members in groups.values() for r in members):
+        if stale := stale_settings(record):
+            raise SystemExit(
+                f"bench/learning_records/{record['run']}.json: its run was trained with other "
+                f"settings than `{record['variant']}` gives now ({'; '.join(stale)}); give the "
+                "record (and its run's .variant.json) the overrides that name it, and another "
+                "--label"
+            )
+    rows, readme_rows, drawn = results(groups)
+    readme_text = readme_with_presets(README.read_text(), readme_rows)
+    results_text = "\n".join(results_page(rows, drawn)) + "\n"
+    studies_text = "\n".join(studies_page(groups, drawn)) + "\n"
+    CURVES.mkdir(parents=True, exist_ok=True)
+    for name, (_, curves) in drawn.items():
+        save_png(small_figure(curves), CURVES / name)
+    for png in CURVES.glob("*.png"):
+        if png.name not in drawn:
+            png.unlink()  # a row that is not shown any more
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(results_text)
+    STUDIES.parent.mkdir(parents=True, exist_ok=True)
+    STUDIES.write_text(studies_text)
+    README.write_text(readme_text)
+    print(f"wrote {RESULTS}, its curves in {CURVES}, {STUDIES} and the presets of {README}")
 
 
 def check_label(label: str | None, overrides: list[str]) -> None:
@@ -701,8 +1010,16 @@ def check_label(label: str | None, overrides: list[str]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", choices=["minatar_dqn", "minatar_impala", "minatar_ppo"])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.rstrip().rsplit("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--preset",
+        choices=preset_names(),
+        help="the shipped preset to train (any of rayrl/configs/*.yaml)",
+    )
     parser.add_argument("--label", help="name of the variant that --set makes")
     parser.add_argument(
         "--set",
@@ -712,15 +1029,27 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="a config override of the variant",
     )
-    parser.add_argument("--games", nargs="+", default=["Breakout", "SpaceInvaders"])
+    parser.add_argument(
+        "--games",
+        nargs="+",
+        help="MinAtar games for a MinAtar preset (default: "
+        f"{' '.join(MINATAR_GAMES)}); a preset of another family trains on its own env, "
+        "and needs none",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--env-steps", type=int, default=1_000_000)
+    parser.add_argument(
+        "--env-steps",
+        type=int,
+        help="the budget of each run (default: 1000000 for a MinAtar preset, the preset's "
+        "run.total_env_steps for another)",
+    )
     parser.add_argument("--runs", type=Path, default=RUNS)
     parser.add_argument(
         "--report",
         action="store_true",
         help="train nothing: evaluate the finished runs under --runs that have no final "
-        "evaluation yet, and rewrite docs/learning.md",
+        "evaluation yet, and rewrite docs/results.md (with its curves in docs/results/) "
+        "and bench/reports/learning.md from the records",
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -729,10 +1058,14 @@ def main() -> None:
             parser.error("--preset is needed to train")
         check_label(args.label, args.overrides)
         variant = variant_name(args.preset, args.label)
-        for game in args.games:
+        games = games_of(args.preset, args.games)
+        env_steps = args.env_steps or (
+            1_000_000 if is_minatar(args.preset) else load_config(args.preset).run.total_env_steps
+        )
+        for game in games:
             for seed in args.seeds:
                 start = time.monotonic()
-                path = train(args.runs, variant, args.overrides, game, seed, args.env_steps)
+                path = train(args.runs, variant, args.overrides, game, seed, env_steps)
                 evaluate_final(path)
                 write_record(path)
                 print(f"{variant} {game} seed {seed}: {time.monotonic() - start:.0f} s")

@@ -1,6 +1,8 @@
-"""bench/learning.py's table: figures at a budget, rows replacing the rows measured before
-the records, the commands it lists, and the records' compact rows. The table is what the
-learning results are read from, so a wrong row would misreport them."""
+"""bench/learning.py's pages: figures at a budget, rows replacing the rows measured before
+the records, the commands it lists, the records' compact rows, docs/results.md (a row for every
+shipped preset as shipped, never a variant) beside bench/reports/learning.md (the studies),
+and the presets of other families than MinAtar trained on their own env. The pages are what
+the learning results are read from, so a wrong row would misreport them."""
 
 from __future__ import annotations
 
@@ -19,7 +21,17 @@ def learning():
         yield script
 
 
-def record(learning, seed=0, *, planned=1_000_000, scheduled=False, evals=(), game="Breakout"):
+def record(
+    learning,
+    seed=0,
+    *,
+    planned=1_000_000,
+    scheduled=False,
+    evals=(),
+    game="Breakout",
+    variant="minatar_dqn",
+    overrides=(),
+):
     """A record with a metrics row every 50k env steps (wall 60 s per 100k, training return
     = steps / 100k, learner busy 0.5) and evaluations (env steps, mean) as given."""
     metrics = [
@@ -36,9 +48,9 @@ def record(learning, seed=0, *, planned=1_000_000, scheduled=False, evals=(), ga
         for s, m in evals
     ]
     return {
-        "run": f"minatar_dqn-{game}-s{seed}",
-        "variant": "minatar_dqn",
-        "overrides": [],
+        "run": f"{variant}-{game}-s{seed}",
+        "variant": variant,
+        "overrides": list(overrides),
         "game": game,
         "seed": seed,
         "planned_env_steps": planned,
@@ -48,6 +60,44 @@ def record(learning, seed=0, *, planned=1_000_000, scheduled=False, evals=(), ga
         "evals": learning.columns(eval_rows, learning.EVALS),
         "metrics": learning.columns(metrics, learning.METRICS),
     }
+
+
+def with_settings(learning, run: dict) -> dict:
+    """`run` with the settings its preset and overrides train today on its game and budget
+    (as a run of them writes into its record), so that the report takes it."""
+    from rayrl.config import config_to_dict
+    from rayrl.presets import load_config
+
+    preset = learning.preset_of(run["variant"])
+    overrides = [
+        *run["overrides"],
+        *learning.game_overrides(preset, run["game"]),
+        f"run.total_env_steps={run['planned_env_steps']}",
+    ]
+    saved = config_to_dict(load_config(preset, overrides))
+    return {**run, "settings": json.loads(json.dumps(learning.settings(saved)))}
+
+
+def pages_in(learning, tmp_path, monkeypatch):
+    """The report's pages and curves moved under `tmp_path` (docs/results.md, docs/results/,
+    bench/reports/learning.md), with no notes and no earlier rows; the curves' drawing
+    replaced by a file that names its runs' labels."""
+    results = tmp_path / "docs" / "results.md"
+    curves = tmp_path / "docs" / "results"
+    studies = tmp_path / "bench" / "reports" / "learning.md"
+    monkeypatch.setattr(learning, "RESULTS", results)
+    monkeypatch.setattr(learning, "CURVES", curves)
+    monkeypatch.setattr(learning, "STUDIES", studies)
+    readme = tmp_path / "README.md"
+    readme.write_text("# rayrl\n\n<!-- presets:start -->\nold\n<!-- presets:end -->\n\nmore\n")
+    monkeypatch.setattr(learning, "README", readme)
+    monkeypatch.setattr(learning, "NOTES", tmp_path / "no notes.md")
+    monkeypatch.setattr(learning, "EARLIER", tmp_path / "no earlier rows.md")
+    monkeypatch.setattr(learning, "small_figure", lambda drawn: [c.label for c in drawn])
+    monkeypatch.setattr(
+        learning, "save_png", lambda labels, path: path.write_text(" ".join(labels))
+    )
+    return results, curves, studies
 
 
 def test_figures_at_a_budget_use_the_evaluation_there_not_a_later_one(learning):
@@ -170,10 +220,10 @@ def test_a_record_whose_preset_changed_since_is_refused(learning, tmp_path, monk
     records.mkdir()
     (records / f"{run['run']}.json").write_text(json.dumps(run))
     monkeypatch.setattr(learning, "RECORDS", records)
-    monkeypatch.setattr(learning, "DOC", tmp_path / "learning.md")
+    pages = pages_in(learning, tmp_path, monkeypatch)
     with pytest.raises(SystemExit, match=re.escape("learner.lr: 0.0001")):
         learning.report(tmp_path / "no runs")
-    assert not (tmp_path / "learning.md").exists()
+    assert not any(page.exists() for page in pages)  # neither page, nor a curve
 
     exact = load_config("minatar_ppo", ["algorithm.entropy_coef=0.03", *game])
     run["settings"] = json.loads(json.dumps(learning.settings(config_to_dict(exact))))
@@ -374,3 +424,175 @@ def test_a_row_takes_each_seeds_run_planned_nearest_its_budget(learning):
     at_5m = rows["minatar_dqn", "Breakout", 5_000_000].split(" | ")
     assert at_1m[2:5] == ["2", "1,000,000", "8.0 ± 2.8"]
     assert at_5m[2:5] == ["2", "5,000,000", "25.0 ± 7.1"]
+
+
+def test_the_results_show_every_shipped_preset_as_shipped_and_the_studies_the_rest(
+    learning, tmp_path, monkeypatch
+):
+    """docs/results.md has a row for every shipped preset on its own game (and a MinAtar one
+    on SpaceInvaders), at its shipped settings and budget: measured runs with their command
+    and curve, "not measured yet" with the command that would measure it otherwise, and
+    never a variant; the variants' rows go to bench/reports/learning.md only."""
+    from rayrl.config import config_to_dict, preset_names
+    from rayrl.presets import load_config
+
+    ppo_budget = load_config("minatar_ppo").run.total_env_steps
+    kept = [
+        record(
+            learning,
+            seed,
+            planned=ppo_budget,
+            evals=[(ppo_budget + 1216, mean)],
+            game="SpaceInvaders",
+            variant="minatar_ppo",
+        )
+        for seed, mean in [(0, 20.0), (1, 40.0)]
+    ]
+    # a variant of the same preset, on the same game and budget, far better: not shown
+    kept.append(
+        record(
+            learning,
+            planned=ppo_budget,
+            evals=[(ppo_budget, 999.0)],
+            game="SpaceInvaders",
+            variant="minatar_ppo+fast",
+            overrides=["algorithm.gamma=0.9"],
+        )
+    )
+    # a run short of the preset's budget, with its schedules spread over its own
+    kept.append(
+        record(learning, scheduled=True, evals=[(1_000_000, 11.0)], variant="minatar_impala")
+    )
+    cartpole = load_config("cartpole_ppo").run.total_env_steps
+    kept.append(
+        record(
+            learning,
+            planned=cartpole,
+            scheduled=learning.budget_scheduled(config_to_dict(load_config("cartpole_ppo"))),
+            evals=[(cartpole, 500.0)],
+            game="CartPole",
+            variant="cartpole_ppo",
+        )
+    )
+    records = tmp_path / "records"
+    records.mkdir()
+    for run in kept:
+        (records / f"{run['run']}.json").write_text(json.dumps(with_settings(learning, run)))
+    monkeypatch.setattr(learning, "RECORDS", records)
+    results, curves, studies = pages_in(learning, tmp_path, monkeypatch)
+    curves.mkdir(parents=True)
+    (curves / "minatar_ppo+fast-SpaceInvaders.png").write_text("a row no longer shown")
+
+    learning.report(tmp_path / "no runs")
+
+    page = results.read_text()
+    assert "generated" in "\n".join(page.splitlines()[:4])
+    assert "`python bench/learning.py --report`" in "\n".join(page.splitlines()[:4])
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    shown = [(row.split(" | ")[0].strip("| `"), row.split(" | ")[1]) for row in rows]
+    expected = []
+    for name in preset_names():
+        own = load_config(name).env.id
+        expected.append((name, f"`{own}`"))
+        if own.startswith("MinAtar/"):
+            expected.append((name, "`MinAtar/SpaceInvaders-v1`"))
+    assert shown == expected
+    assert "+fast" not in page
+    assert "999.0" not in page
+    assert (
+        "| `minatar_ppo` | `MinAtar/SpaceInvaders-v1` | 30.0 ± 14.1 | sampled | 2 | "
+        f"{ppo_budget + 1216:,} | 50 min | m | 185 (AC(lambda)) | `python bench/learning.py "
+        "--preset minatar_ppo --games SpaceInvaders --seeds 0 1 --env-steps "
+        f"{ppo_budget}` |" in rows
+    )
+    impala_budget = load_config("minatar_impala").run.total_env_steps
+    assert (
+        "| `minatar_impala` | `MinAtar/Breakout-v1` | 11.0 | sampled | 1 | "
+        f"1,000,000 (budget {impala_budget:,}) | 10 min | m | 17 (AC(lambda), not IMPALA) | "
+        "`python bench/learning.py --preset minatar_impala --games Breakout --seeds 0 "
+        "--env-steps 1000000` |" in rows
+    )
+    assert (
+        f"| `cartpole_ppo` | `CartPole-v1` | 500.0 | greedy | 1 | {cartpole:,} | "
+        f"{0.6e-3 * cartpole:.0f} s | m | - | `python bench/learning.py --preset cartpole_ppo "
+        f"--seeds 0 --env-steps {cartpole}` |" in rows
+    )
+    dqn_budget = load_config("minatar_dqn").run.total_env_steps
+    assert (
+        "| `minatar_dqn` | `MinAtar/Breakout-v1` | not measured yet | epsilon-greedy, 0.05 | "
+        f"- | {dqn_budget:,} | - | - | 10 (DQN) | `python bench/learning.py --preset "
+        f"minatar_dqn --games Breakout --seeds 0 1 2 --env-steps {dqn_budget}` |" in rows
+    )
+    pendulum = load_config("pendulum_sac").run.total_env_steps
+    assert (
+        f"`python bench/learning.py --preset pendulum_sac --seeds 0 1 2 --env-steps {pendulum}`"
+        in page
+    )
+    # one curve per measured row, drawn from that row's runs only, and none left of others
+    drawn = {
+        "minatar_ppo-SpaceInvaders.png": "seed 0 seed 1",
+        "minatar_impala-Breakout.png": "seed 0",
+        "cartpole_ppo-CartPole.png": "seed 0",
+    }
+    assert {p.name: p.read_text() for p in curves.iterdir()} == drawn
+    for name in drawn:
+        assert f"](results/{name})" in page
+    # the README's presets table: the same rows, shorter, and the rest of the README kept
+    readme = (tmp_path / "README.md").read_text()
+    assert readme.startswith("# rayrl\n\n<!-- presets:start -->\n| preset |")
+    assert readme.endswith("<!-- presets:end -->\n\nmore\n")
+    assert "old" not in readme
+    readme_rows = [line for line in readme.splitlines() if line.startswith("| `")]
+    assert [row.split(" | ")[0].strip("| `") for row in readme_rows] == [p for p, _ in shown]
+    assert (
+        "| `minatar_ppo` | PPO | `MinAtar/SpaceInvaders-v1` | 30.0 ± 14.1 (sampled) | 2 | "
+        f"{ppo_budget + 1216:,} | 50 min | m |" in readme_rows
+    )
+    # the studies: every row, the variant's too, and the protocols
+    study = studies.read_text()
+    assert "| `minatar_ppo+fast` | SpaceInvaders | 1 |" in study
+    assert "`minatar_ppo+fast` is `minatar_ppo` with `algorithm.gamma=0.9`." in study
+    assert "| `cartpole_ppo` | CartPole | 1 |" in study
+    assert "](../../docs/results/minatar_ppo-SpaceInvaders.png)" in study
+    assert "## Evaluation protocols" in study
+
+
+def test_a_preset_of_another_family_trains_on_its_own_env(learning, tmp_path, monkeypatch):
+    """CartPole, Pendulum, MuJoCo and Pong presets train on their own env, named in their runs
+    by its id without namespace and version; a MinAtar preset on the games given."""
+    from rayrl.config import preset_names
+
+    assert learning.games_of("minatar_dqn", None) == ["Breakout", "SpaceInvaders"]
+    assert learning.games_of("minatar_ppo", ["Asterix"]) == ["Asterix"]
+    assert learning.games_of("pong_dqn", None) == ["Pong"]
+    assert learning.games_of("pong_dqn", ["Pong"]) == ["Pong"]
+    with pytest.raises(SystemExit, match=re.escape("own env (ALE/Pong-v5, Pong in run names)")):
+        learning.games_of("pong_dqn", ["Breakout"])
+    assert learning.games_of("cartpole_pomdp_ppo", None) == ["CartPoleNoVel"]
+    assert learning.game_env_id("hopper_sac", "Hopper") == "Hopper-v5"
+    assert learning.game_overrides("hopper_sac", "Hopper") == []
+    assert learning.game_overrides("minatar_dqn", "Seaquest") == ["env.id=MinAtar/Seaquest-v1"]
+    for name in preset_names():  # every shipped preset's runs have names the report reads
+        for game in learning.result_games(name):
+            parsed = learning.RUN_NAME.fullmatch(learning.run_name(name, game, 0, 100))
+            assert (parsed["variant"], parsed["game"], parsed["budget"]) == (name, game, "100")
+
+    records = tmp_path / "records"
+    records.mkdir()
+    monkeypatch.setattr(learning, "RECORDS", records)
+    started: list[tuple] = []
+    monkeypatch.setattr(learning.rayrl, "train", lambda *a, **k: started.append((a, k)))
+    path = learning.train(tmp_path / "runs", "pendulum_sac", [], "Pendulum", 0, 40_000)
+    assert path.name == "pendulum_sac-Pendulum-s0"
+    ((args, kwargs),) = started
+    assert args == ("pendulum_sac",)
+    assert not any(o.startswith("env.id=") for o in kwargs["overrides"])  # its own env
+    assert "run.total_env_steps=40000" in kwargs["overrides"]
+    assert "run.target_return=null" in kwargs["overrides"]  # its whole budget
+    with pytest.raises(SystemExit, match="own env"):
+        learning.train(tmp_path / "runs", "pendulum_sac", [], "Breakout", 1, 40_000)
+    assert len(started) == 1
+    assert (
+        learning.command("pendulum_sac", [], ["Pendulum"], [0, 1, 2], 40_000)
+        == "python bench/learning.py --preset pendulum_sac --seeds 0 1 2 --env-steps 40000"
+    )
