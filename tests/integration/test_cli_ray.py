@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -188,9 +189,24 @@ def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path, slow_exit_ray_
     # (the resume did not wait for them)
 
 
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_commands(section: str) -> list[list[str]]:
+    """The commands of the first bash block under the README's heading `section`, each
+    split into words, comments dropped."""
+    text = README.read_text().split(f"## {section}\n", 1)[1]
+    block = re.search(r"```bash\n(.*?)\n```", text, flags=re.DOTALL)
+    assert block, f"no bash block under {section!r} in README.md"
+    return [shlex.split(line, comments=True) for line in block.group(1).splitlines()]
+
+
 @pytest.mark.slow
 def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_path, ray_tmp):
-    """The README's first command: `rayrl train`, no flags."""
+    """The README's first commands: `rayrl train`, no flags, then `rayrl evaluate` and
+    `rayrl plot` on the run it saved, as the README writes them."""
+    train, evaluate, plot = readme_commands("Train, evaluate, plot")
+    assert train == ["rayrl", "train"]
     proc = start_train(tmp_path, ray_tmp)
     output, _ = proc.communicate(timeout=240)
     assert proc.returncode == 0, output
@@ -203,8 +219,28 @@ def test_default_train_trains_cartpole_with_ray_and_prints_the_evaluation(tmp_pa
     # run.evaluator=auto on the local Ray the command started: the driver on a small machine
     in_driver = usable_cores() <= SMALL_MACHINE_CPUS
     assert ("evaluations run on a thread of this process" in output) == in_driver, output
-    assert (only_run(tmp_path / "runs") / "checkpoints" / "best.pt").is_file()
+    run = only_run(tmp_path / "runs")
+    assert (run / "checkpoints" / "best.pt").is_file()
     assert wait_gone(ray_tmp) == []
+
+    printed = [run_readme_command(command, tmp_path, run) for command in (evaluate, plot)]
+    assert re.match(r"10 episodes: mean [\d.]+  std", printed[0]), printed[0]
+    assert (tmp_path / "curves.png").stat().st_size > 0
+
+
+def run_readme_command(words: list[str], cwd: Path, run: Path) -> str:
+    """A README command on the run it names `<run>` (under `cwd/runs`): what it printed."""
+    assert words[0] == "rayrl"
+    words = [word.replace("<run>", run.name) for word in words]
+    done = subprocess.run(
+        [sys.executable, "-m", "rayrl.cli", *words[1:]],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
 
 
 @pytest.mark.parametrize(
