@@ -59,17 +59,10 @@ from rayrl.strict import bounded
 
 
 @dataclass(frozen=True)
-class PPOConfig(OnPolicyConfig):
-    """PPO with the clipped surrogate objective."""
+class ClippedObjectiveConfig(OnPolicyConfig):
+    """What PPO and APPO share: passes of minibatches over each batch of unrolls, each
+    minimizing a clipped surrogate, a value loss and an entropy bonus."""
 
-    name: str = "ppo"
-    steps_per_chunk: int = bounded(128, ge=1)
-    """Vector-env steps per worker chunk, one unroll per env: the unroll length."""
-    max_policy_lag: int = bounded(4, ge=0)
-    """Unrolls acted by weights more than this many versions (updates) older than the
-    learner's are dropped and counted instead of learned from."""
-    gae_lambda: float = bounded(0.95, ge=0.0, le=1.0)
-    """GAE's lambda: 0 is the one-step TD advantage, 1 the Monte Carlo return's."""
     epochs: int = bounded(4, ge=1)
     """Passes over each batch."""
     num_minibatches: int = bounded(4, ge=1)
@@ -84,7 +77,7 @@ class PPOConfig(OnPolicyConfig):
     normalize_advantages: bool = True
     """Normalise the advantages of each minibatch to mean 0 and standard deviation 1."""
     value_coef: float = bounded(0.5, ge=0.0)
-    """Weight of the value loss."""
+    """Weight of the value loss, 0.5 (V - R)^2."""
     entropy_coef: float = bounded(0.0, ge=0.0)
     """Weight of the entropy bonus (at the start of the run when `entropy_coef_final` is
     set)."""
@@ -94,9 +87,6 @@ class PPOConfig(OnPolicyConfig):
     found what pays, a smaller one late lets it commit. None keeps `entropy_coef`."""
     lr_decay: bool = True
     """Anneal the learning rate linearly to 0 over `run.total_env_steps`."""
-    max_behaviour_weight: float = bounded(2.0, gt=0.0)
-    """Truncation of each sample's weight pi_start / pi_acted, which corrects unrolls acted
-    by older weights than the learner's (1 for fresh ones)."""
 
     def check(self, config: Config) -> None:
         super().check(config)
@@ -114,6 +104,23 @@ class PPOConfig(OnPolicyConfig):
                 f"{samples} samples of a batch (learner.batch_size x algorithm.steps_per_chunk = "
                 f"{config.learner.batch_size} x {self.steps_per_chunk}) into equal minibatches"
             )
+
+
+@dataclass(frozen=True)
+class PPOConfig(ClippedObjectiveConfig):
+    """PPO with the clipped surrogate objective."""
+
+    name: str = "ppo"
+    steps_per_chunk: int = bounded(128, ge=1)
+    """Vector-env steps per worker chunk, one unroll per env: the unroll length."""
+    max_policy_lag: int = bounded(4, ge=0)
+    """Unrolls acted by weights more than this many versions (updates) older than the
+    learner's are dropped and counted instead of learned from."""
+    gae_lambda: float = bounded(0.95, ge=0.0, le=1.0)
+    """GAE's lambda: 0 is the one-step TD advantage, 1 the Monte Carlo return's."""
+    max_behaviour_weight: float = bounded(2.0, gt=0.0)
+    """Truncation of each sample's weight pi_start / pi_acted, which corrects unrolls acted
+    by older weights than the learner's (1 for fresh ones)."""
 
 
 def gae(
@@ -168,16 +175,22 @@ def ppo_loss(
     value_coef: float,
     entropy_coef: float,
     normalize: bool,
+    clip_low: float | None = None,
+    ratio_limits: tuple[float, float] | None = None,
 ) -> PPOLoss:
     """The PPO loss of one minibatch (all arguments 1-D over its samples), a mean over it:
-    -w min(r A, clip(r, 1 - clip, 1 + clip) A) + value_coef * 0.5 (V - R)^2 (or its
+    -w min(r A, clip(r, clip_low, 1 + clip) A) + value_coef * 0.5 (V - R)^2 (or its
     clipped pessimum) - entropy_coef * H, with r = exp(logp - old_logp), `old_logp` the
-    policy at the start of the update and w the `behaviour_weights` (1 for fresh samples)."""
+    policy the ratio is taken against, w the `behaviour_weights` (1 for fresh samples) and
+    `clip_low` 1 - clip unless given. `ratio_limits` clamps r first (no gradient outside)."""
     if normalize and len(advantages) > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
-    clipped_ratio = ratio.clamp(1.0 - clip, 1.0 + clip)
+    if ratio_limits is not None:
+        ratio = ratio.clamp(*ratio_limits)
+    low = 1.0 - clip if clip_low is None else clip_low
+    clipped_ratio = ratio.clamp(low, 1.0 + clip)
     surrogate = torch.maximum(-advantages * ratio, -advantages * clipped_ratio)
     pg_loss = (behaviour_weights * surrogate).mean()
     value_error = (values - returns).pow(2)
@@ -188,7 +201,7 @@ def ppo_loss(
     mean_entropy = entropy.mean()
     with torch.no_grad():
         approx_kl = ((ratio - 1.0) - log_ratio).mean()
-        clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+        clip_fraction = ((ratio < low) | (ratio > 1.0 + clip)).float().mean()
     return PPOLoss(
         loss=pg_loss + value_coef * value_loss - entropy_coef * mean_entropy,
         pg_loss=pg_loss,
@@ -225,11 +238,24 @@ class PPOTargets:
     """Log-probabilities of the acted actions under the network at the update's start."""
 
 
-class PPOLearner(TorchLearner):
-    """The actor-critic network, its optimizer, and one PPO iteration per update."""
+class ClippedObjectiveLearner(TorchLearner):
+    """The actor-critic network, its optimizer, and per update `epochs` passes of
+    minibatches of a clipped surrogate. What the minibatches learn from (advantages, value
+    targets, the log-probabilities the ratio is taken against) is each algorithm's
+    `columns`: computed once per update (PPO), or again before each pass
+    (`targets_each_pass`, APPO)."""
+
+    targets_each_pass = False
+    """Recompute `columns` before every pass with the network as it is then."""
+    ratio_limits: tuple[float, float] | None = None
+    """Bounds of the probability ratio before it is clipped (None: unbounded)."""
 
     def __init__(
-        self, algo: PPOConfig, spec: EnvSpec, settings: LearnerConfig, run: RunConfig
+        self,
+        algo: ClippedObjectiveConfig,
+        spec: EnvSpec,
+        settings: LearnerConfig,
+        run: RunConfig,
     ) -> None:
         seed = derive_seed(run.seed, "learner")
         super().__init__(settings, seed)
@@ -252,6 +278,10 @@ class PPOLearner(TorchLearner):
         final = 0.0 if self.algo.clip_anneal else self.algo.clip_coef
         return self.annealed(self.algo.clip_coef, final)
 
+    def clip_low(self, clip: float) -> float:
+        """The lower end of the clipped ratio's range: 1 - clip."""
+        return 1.0 - clip
+
     @property
     def entropy_coef(self) -> float:
         """The entropy bonus's weight now (annealed with the updates when
@@ -267,41 +297,21 @@ class PPOLearner(TorchLearner):
         progress = min(1.0, self.updates / self.total_updates)
         return start + (final - start) * progress
 
-    def targets(self, batch: Unrolls) -> PPOTargets:
-        """Advantages, returns and the policy's log-probabilities with the network as it is
-        at the start of the update, each (B, T)."""
-        algo = self.algo
-        with torch.no_grad():
-            out = forward_unrolls(self.network, self.network, batch, self.tensor)
-            terminated, ended = episode_flags(batch, self.tensor)
-            advantages = gae(
-                self.tensor(batch.rewards).T,
-                out.values.T,
-                out.next_values.T,
-                (algo.gamma * (1.0 - terminated)).T,
-                (1.0 - ended).T,
-                algo.gae_lambda,
-            ).T
-            logp = self.network.distribution(out.head).log_prob(self.tensor(batch.actions))
-        return PPOTargets(out.values, advantages, advantages + out.values, logp)
+    def columns(self, batch: Unrolls) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+        """What the minibatches learn from, each (B, T): "actions", "old_logp" (what the
+        ratio is taken against), "weights" (each sample's), "advantages", "returns" and
+        "old_values" (what a clipped value stays near); and metrics of them."""
+        raise NotImplementedError
 
     def update(self, batch: Unrolls) -> UpdateResult:
         algo = self.algo
-        start = self.targets(batch)
-        behaviour_logp = self.tensor(batch.extras["logp"])
-        weights = (start.logp - behaviour_logp).exp().clamp(max=algo.max_behaviour_weight)
-        columns = {
-            "actions": self.tensor(batch.actions),
-            "old_logp": start.logp,
-            "weights": weights,
-            "advantages": start.advantages,
-            "returns": start.returns,
-            "old_values": start.values,
-        }
+        columns, column_metrics = self.columns(batch)
         sequences = self.sequences(batch, columns)
         count, clip, entropy_coef = len(sequences.obs), self.clip, self.entropy_coef
         metrics: dict[str, list[torch.Tensor]] = {}
-        for _ in range(algo.epochs):
+        for epoch in range(algo.epochs):
+            if epoch and self.targets_each_pass:
+                sequences = self.sequences(batch, self.columns(batch)[0])
             order = torch.randperm(count, generator=self.shuffle).to(self.device)
             for minibatch in order.chunk(algo.num_minibatches):
                 state = None
@@ -329,6 +339,8 @@ class PPOLearner(TorchLearner):
                     value_coef=algo.value_coef,
                     entropy_coef=entropy_coef,
                     normalize=algo.normalize_advantages,
+                    clip_low=self.clip_low(clip),
+                    ratio_limits=self.ratio_limits,
                 )
                 grad_norm = self.step(loss.loss, self.optimizer, self.network.parameters())
                 parts = {**vars(loss), "grad_norm": grad_norm}
@@ -342,10 +354,7 @@ class PPOLearner(TorchLearner):
 
         means = torch.stack([torch.stack(steps).mean() for steps in metrics.values()]).tolist()
         result = {f"learner/{name}": value for name, value in zip(metrics, means, strict=True)}
-        result["learner/explained_variance"] = explained_variance(
-            start.values.flatten(), start.returns.flatten()
-        )
-        result["learner/behaviour_weight"] = float(weights.mean())
+        result.update(column_metrics)
         result["learner/lr"] = lr
         result["learner/clip"] = clip
         result["learner/entropy_coef"] = entropy_coef
@@ -365,6 +374,52 @@ class PPOLearner(TorchLearner):
             None,
             {name: column.flatten(0, 1).unsqueeze(1) for name, column in columns.items()},
         )
+
+
+class PPOLearner(ClippedObjectiveLearner):
+    """PPO: GAE advantages and returns with the network at the update's start, the ratio
+    taken against that network's policy and each sample weighted by it over the acting
+    policy (decoupled PPO)."""
+
+    algo: PPOConfig
+
+    def targets(self, batch: Unrolls) -> PPOTargets:
+        """Advantages, returns and the policy's log-probabilities with the network as it is
+        at the start of the update, each (B, T)."""
+        algo = self.algo
+        with torch.no_grad():
+            out = forward_unrolls(self.network, self.network, batch, self.tensor)
+            terminated, ended = episode_flags(batch, self.tensor)
+            advantages = gae(
+                self.tensor(batch.rewards).T,
+                out.values.T,
+                out.next_values.T,
+                (algo.gamma * (1.0 - terminated)).T,
+                (1.0 - ended).T,
+                algo.gae_lambda,
+            ).T
+            logp = self.network.distribution(out.head).log_prob(self.tensor(batch.actions))
+        return PPOTargets(out.values, advantages, advantages + out.values, logp)
+
+    def columns(self, batch: Unrolls) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+        start = self.targets(batch)
+        behaviour_logp = self.tensor(batch.extras["logp"])
+        weights = (start.logp - behaviour_logp).exp().clamp(max=self.algo.max_behaviour_weight)
+        columns = {
+            "actions": self.tensor(batch.actions),
+            "old_logp": start.logp,
+            "weights": weights,
+            "advantages": start.advantages,
+            "returns": start.returns,
+            "old_values": start.values,
+        }
+        metrics = {
+            "learner/explained_variance": explained_variance(
+                start.values.flatten(), start.returns.flatten()
+            ),
+            "learner/behaviour_weight": float(weights.mean()),
+        }
+        return columns, metrics
 
 
 def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:

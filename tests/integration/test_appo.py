@@ -1,0 +1,30 @@
+"""APPO end to end: `cartpole_appo` solves CartPole in one process, and the Ray runtime's
+asynchronous workers train, checkpoint and evaluate with it, recurrent too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rayrl
+from tests.local_runs import local_run
+
+
+@pytest.mark.slow
+@local_run("cartpole_appo", "run.seed=0", seconds=25)
+def test_appo_cartpole_reaches_the_threshold_in_one_process(local_run_result):
+    """`cartpole_appo` as shipped, within its budget of 100k env steps (seed 0 solved at
+    16,384)."""
+    result = local_run_result
+    assert result.stop_reason == "target_return reached"
+    assert result.final_eval.mean >= 475
+
+
+@pytest.mark.parametrize("overrides", [[], ["algorithm.lstm_size=8"]], ids=["mlp", "lstm"])
+def test_appo_with_ray_trains_checkpoints_and_evaluates(ray_cluster, tiny_run, overrides):
+    result = rayrl.train("cartpole_appo", overrides=[*tiny_run, *overrides])
+    assert result.counters.env_steps >= 2048
+    assert result.counters.updates >= 1
+    assert np.isfinite(result.final_eval.mean)
+    evaluation = rayrl.evaluate(result.run_dir, episodes=2, which="latest")
+    assert len(evaluation.returns) == 2
