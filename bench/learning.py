@@ -181,6 +181,7 @@ FOLLOWS = {
     "cartpole_dqn": "the CartPole protocol (mean of 10 greedy episodes, 475 solves it)",
     "cartpole_impala": "the CartPole protocol",
     "cartpole_ppo": "the CartPole protocol",
+    "cartpole_appo": "the CartPole protocol",
     "pong_dqn": "Nature DQN (30 episodes, epsilon 0.05, up to 30 no-ops; cap 30 min, not 5)",
     "pong_impala": "the IMPALA paper (the policy's samples)",
     "pong_ppo": "the PPO paper and CleanRL (the policy's samples)",

@@ -154,7 +154,7 @@ class AlgorithmConfig:
     (`rayrl.families`) add their experience settings, each algorithm its own fields."""
 
     name: str = ""
-    """The algorithm: "dqn", "impala", "ppo" or "sac" (the keys of
+    """The algorithm: "dqn", "impala", "ppo", "appo" or "sac" (the keys of
     `rayrl.algorithms.ALGORITHMS`); a config that names none trains DQN. It picks which
     fields the rest of this section has."""
     network: NetworkKind = "auto"
@@ -222,7 +222,7 @@ class LearnerConfig:
     compile_optimizer: bool = False
     """RMSprop: compile its step with torch.compile, one fused loop over each parameter
     instead of torch's pass per operation, which on a CPU costs as much as a small
-    network's forward and backward (figures in docs/performance.md). The first update pays
+    network's forward and backward (the study: bench/reports/benchmarks.md). The first update pays
     for the compile (seconds; a C++ compiler on a CPU, Triton on a GPU); where compiling
     fails, the learner says so in one line and steps eagerly. Adam's step is torch's fused
     kernel already."""
@@ -269,7 +269,8 @@ class RunConfig:
     target_return: float | None = None
     """Stop as soon as an evaluation's mean return reaches this value; None means never."""
     eval_interval_env_steps: int = bounded(10_000, ge=1)
-    """Evaluate the greedy policy every this many env steps."""
+    """Evaluate the policy every this many env steps, with the algorithm's evaluation
+    protocol (`algorithm.eval_epsilon` or `algorithm.eval_policy`)."""
     eval_episodes: int = bounded(10, ge=1)
     """Episodes per evaluation."""
     eval_timeout_s: float = bounded(900.0, gt=0.0)
@@ -382,7 +383,8 @@ class LoggingConfig:
     wandb: WandbConfig = field(default_factory=WandbConfig)
     """Weights & Biases settings."""
     video_interval_evals: int | None = bounded(None, ge=1)
-    """Record one greedy episode as a video every this many evaluations (the first
+    """Record one evaluation episode (the evaluation protocol's actions) as a video every
+    this many evaluations (the first
     evaluation included): saved under the run's `videos/` and uploaded to W&B when it is
     enabled. None (the default) records none; videos need `pip install 'rayrl[video]'`."""
 

@@ -82,7 +82,7 @@ class MinAtarTorso(Torso):
     The grids are copied into (channels, height, width) order before the convolution. A
     permuted view alone would run it channels-last, and flattening its output then copies
     it back into order, forward and backward, which makes the torso's forward and backward
-    slower on a CPU, the more so the larger the batch (figures in `docs/performance.md`)."""
+    slower on a CPU, the more so the larger the batch (the study: `bench/reports/benchmarks.md`)."""
 
     def __init__(self, height: int, width: int, channels: int) -> None:
         super().__init__()

@@ -283,9 +283,9 @@ class CompiledStep:
 
     torch's eager RMSprop makes one pass over every parameter per operation of its update
     (seven for the centered one), and on a CPU those passes cost as much as the MinAtar
-    network's forward and backward; compiled, it is one loop per parameter (figures in
-    docs/performance.md). The first call compiles (seconds). Where compiling fails (no C++
-    compiler on a CPU machine, no Triton on a GPU one), the learner says so in one line and
+    network's forward and backward; compiled, it is one loop per parameter (the study:
+    bench/reports/benchmarks.md). The first call compiles (seconds). Where compiling fails
+    (no C++ compiler on a CPU machine, no Triton on a GPU one), the learner says so in one line and
     steps eagerly from then on, with the same results: the failed compile ran no step."""
 
     def __init__(self, optimizer: torch.optim.Optimizer) -> None:
