@@ -182,6 +182,9 @@ FOLLOWS = {
     "cartpole_impala": "the CartPole protocol",
     "cartpole_ppo": "the CartPole protocol",
     "cartpole_appo": "the CartPole protocol",
+    "cartpole_pomdp_ppo": "the CartPole protocol, observing positions only",
+    "cartpole_pomdp_ppo_feedforward": "the CartPole protocol, observing positions only",
+    "minatar_impala_lstm": "the policy's samples (the MinAtar paper reports training returns)",
     "pong_dqn": "Nature DQN (30 episodes, epsilon 0.05, up to 30 no-ops; cap 30 min, not 5)",
     "pong_impala": "the IMPALA paper (the policy's samples)",
     "pong_ppo": "the PPO paper and CleanRL (the policy's samples)",
@@ -886,6 +889,8 @@ def results_page(rows: list[str], drawn: dict[str, tuple[str, list[Curves]]]) ->
         "hardware | published | command |",
         "|---|---|---|---|---|---|---|---|---|---|",
         *rows,
+        "",
+        *protocols(),
     ]
     if drawn:
         lines += [
@@ -962,7 +967,7 @@ def studies_page(
     ]
     if NOTES.is_file():
         lines += ["", NOTES.read_text().rstrip()]
-    lines += ["", *protocols()]
+    lines += ["", "Each preset's evaluation protocol: `docs/results.md`."]
     return lines
 
 

@@ -488,7 +488,8 @@ def test_the_results_show_every_shipped_preset_as_shipped_and_the_studies_the_re
     page = results.read_text()
     assert "generated" in "\n".join(page.splitlines()[:4])
     assert "`python bench/learning.py --report`" in "\n".join(page.splitlines()[:4])
-    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    table = page.split("## Evaluation protocols")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
     shown = [(row.split(" | ")[0].strip("| `"), row.split(" | ")[1]) for row in rows]
     expected = []
     for name in preset_names():
@@ -554,7 +555,8 @@ def test_the_results_show_every_shipped_preset_as_shipped_and_the_studies_the_re
     assert "`minatar_ppo+fast` is `minatar_ppo` with `algorithm.gamma=0.9`." in study
     assert "| `cartpole_ppo` | CartPole | 1 |" in study
     assert "](../../docs/results/minatar_ppo-SpaceInvaders.png)" in study
-    assert "## Evaluation protocols" in study
+    assert "## Evaluation protocols" in page
+    assert "| `cartpole_ppo` | greedy | 10 |" in page
 
 
 def test_a_preset_of_another_family_trains_on_its_own_env(learning, tmp_path, monkeypatch):
