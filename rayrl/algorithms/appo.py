@@ -1,30 +1,45 @@
 """APPO: PPO's clipped surrogate on V-trace targets, for asynchronous workers.
 
-Sample Factory's formulation (Petrenko et al. 2020, `sample_factory/algo/learning/learner.py`
+Sample Factory's V-trace mode (Petrenko et al. 2020, `sample_factory/algo/learning/learner.py`
 with `with_vtrace`): the probability ratio r = pi / mu is taken against the policy that
 acted (mu, from the unroll), bounded to [0.05, 20] and clipped to [1 / (1 + clip), 1 + clip];
 before each pass over a batch the network as it is then gives V-trace's value targets v_s
-and advantages rho_s (r_s + gamma v_{s+1} - V(x_s)) (the same `vtrace` as IMPALA's, with
-the policy-gradient weight clipped at `rho_clip`), so that several passes over unrolls a
-few versions old stay corrected; the advantages are normalised per minibatch; the value
-loss may be clipped around the values the pass started from.
+and advantages rho_s (r_s + gamma v_{s+1} - V(x_s)), rho and the traces from the bounded
+ratio (the same `vtrace` as IMPALA's, the policy gradient's weight clipped at `rho_clip`),
+so that several passes over unrolls a few versions old stay corrected; the advantages are
+normalised per minibatch; the value loss may be clipped.
 
-Where rayrl differs from Sample Factory: V-trace is recomputed once per pass over the whole
-batch rather than per minibatch (minibatches of single steps keep a feed-forward network's
-updates as PPO's), it bootstraps each unroll from its true next observation's value (Sample
-Factory infers one from the last step), and the value loss is 0.5 (V - v)^2, PPO's scale,
-so `value_coef` 1.0 is Sample Factory's `value_loss_coeff` 0.5.
+Where rayrl differs from Sample Factory, and why:
+- V-trace is recomputed once per pass over the whole batch rather than per minibatch, so
+  that a feed-forward network's minibatches can be single steps, as PPO's.
+- Episode ends follow rayrl's convention: a truncation bootstraps from its true final
+  observation's value and a termination does not, and each unroll bootstraps from its next
+  observation's value. Sample Factory treats a truncation as a termination by default and
+  gives the last step of each unroll a zero TD error (its bootstrap is inferred from that
+  step: (V - r) / gamma).
+- A clipped value (`value_clip`, off by default; Sample Factory clips at 1.0 by default)
+  stays near its value at the update's start, since rayrl's workers do not compute values
+  while acting; Sample Factory's anchor is the value stored by the acting policy.
+- No running normalisation of the value targets (Sample Factory's `normalize_returns`);
+  `env.normalize.rewards` scales the rewards instead.
+- The value loss is 0.5 (V - v)^2, PPO's scale: `value_coef` 1.0 is Sample Factory's
+  `value_loss_coeff` 0.5.
+The optimizer's settings (rate, epsilon, gradient clip, batch size) are the `learner`
+section's, not Sample Factory's.
 
-RLlib's APPO differs more: it takes the ratio against a target network updated every few
-updates and adds a KL term toward it, with V-trace computed from that target network. The
-target network makes the clipped ratio's anchor move slowly whatever the workers' lag; here
-the anchor is the acting policy itself, so the clip bounds exactly how far an update moves
-the policy from what generated the data, with no extra network to publish, checkpoint and
-keep in step across learners.
+RLlib's APPO anchors the clip elsewhere: the ratio is taken against a target network
+(copied from the learner every few updates), times the acting policy's weight clipped to
+[0, 2], and clipped symmetrically; V-trace takes its importance weights from that target
+network; a KL term toward it is optional. The target network keeps a lagging sample's
+gradient alive where a clip around mu would zero it, at the cost of a second network to
+keep, checkpoint and keep in step across learners. Sample Factory's anchor needs neither,
+and with workers at most a few updates behind (`algorithm.max_policy_lag`) few samples
+start past the clip.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -48,11 +63,14 @@ from rayrl.strict import bounded
 RATIO_LIMITS = (0.05, 20.0)
 """Sample Factory's bounds of the ratio pi / mu: beyond them a sample is far off-policy and
 its ratio mostly noise (and, with a negative advantage, an unbounded loss)."""
+LOG_RATIO_LIMITS = (math.log(RATIO_LIMITS[0]), math.log(RATIO_LIMITS[1]))
 
 
 @dataclass(frozen=True)
 class APPOConfig(ClippedObjectiveConfig):
-    """APPO: the clipped surrogate on V-trace targets (Sample Factory's defaults)."""
+    """APPO: the clipped surrogate on V-trace targets. The objective's defaults are Sample
+    Factory's in its V-trace mode: clip 0.1, entropy 0.003, one pass of one minibatch,
+    32-step unrolls, a constant rate."""
 
     name: str = "appo"
     steps_per_chunk: int = bounded(32, ge=1)
@@ -62,9 +80,9 @@ class APPOConfig(ClippedObjectiveConfig):
     num_minibatches: int = bounded(1, ge=1)
     """Minibatches per pass; a batch holds learner.batch_size x steps_per_chunk samples."""
     clip_coef: float = bounded(0.1, gt=0.0)
-    """The surrogate's clip range: ratios pi / mu outside [1 / (1 + clip), 1 + clip] give
-    no gradient (Sample Factory's `ppo_clip_ratio`, whose lower end stays positive for any
-    clip)."""
+    """The surrogate's clip range [1 / (1 + clip), 1 + clip] around the acting policy (Sample
+    Factory's `ppo_clip_ratio`, whose lower end stays positive for any clip): a sample whose
+    ratio pi / mu is past it on the side its advantage favours gives no gradient."""
     value_coef: float = bounded(1.0, ge=0.0)
     """Weight of the value loss, 0.5 (V - v)^2: 1.0 is Sample Factory's 0.5 on (V - v)^2."""
     entropy_coef: float = bounded(0.003, ge=0.0)
@@ -97,10 +115,11 @@ class APPOLearner(ClippedObjectiveLearner):
         with torch.no_grad():
             out = forward_unrolls(self.network, self.network, batch, self.tensor)
             logp = self.network.distribution(out.head).log_prob(self.tensor(batch.actions))
+            log_ratio = (logp - behaviour_logp).clamp(*LOG_RATIO_LIMITS)
             terminated, ended = episode_flags(batch, self.tensor)
             targets = vtrace(
                 behaviour_logp.T,
-                logp.T,
+                (behaviour_logp + log_ratio).T,
                 self.tensor(batch.rewards).T,
                 (algo.gamma * (1.0 - terminated)).T,
                 (1.0 - ended).T,
@@ -122,7 +141,8 @@ class APPOLearner(ClippedObjectiveLearner):
             "learner/explained_variance": explained_variance(
                 out.values.flatten(), targets.vs.T.flatten()
             ),
-            "learner/behaviour_ratio": float((logp - behaviour_logp).exp().mean()),
+            # how far the learner's policy is from the acting one's: mean |pi / mu - 1|
+            "learner/ratio_deviation": float((log_ratio.exp() - 1.0).abs().mean()),
         }
         return columns, metrics
 

@@ -13,7 +13,7 @@ Unrolls may have been acted by weights a few versions older than the learner's
 (`max_policy_lag`): the objective is decoupled PPO's (Hilton et al. 2021, "Batch
 size-invariance for policy optimization"), which clips the ratio pi / pi_start around the
 network as it is at the start of the update and weights each sample by pi_start / pi_acted,
-truncated at `max_behaviour_weight` (as RLlib's APPO truncates it at 2). With fresh unrolls
+truncated at `max_behaviour_weight` (2 by default). With fresh unrolls
 the weight is 1 and this is the original objective.
 
 A recurrent network (`algorithm.lstm_size`) is trained on minibatches of whole unrolls,
@@ -68,7 +68,8 @@ class ClippedObjectiveConfig(OnPolicyConfig):
     num_minibatches: int = bounded(4, ge=1)
     """Minibatches per pass; a batch holds learner.batch_size x steps_per_chunk samples."""
     clip_coef: float = bounded(0.2, gt=0.0)
-    """The surrogate's clip range: ratios outside [1 - clip, 1 + clip] give no gradient."""
+    """The surrogate's clip range [1 - clip, 1 + clip]: a sample whose ratio is past it on
+    the side its advantage favours gives no gradient."""
     clip_anneal: bool = False
     """Anneal the clip range linearly to 0 over `run.total_env_steps`."""
     value_clip: float | None = bounded(None, gt=0.0)
@@ -200,7 +201,7 @@ def ppo_loss(
     value_loss = 0.5 * value_error.mean()
     mean_entropy = entropy.mean()
     with torch.no_grad():
-        approx_kl = ((ratio - 1.0) - log_ratio).mean()
+        approx_kl = ((log_ratio.exp() - 1.0) - log_ratio).mean()  # of the unbounded ratio
         clip_fraction = ((ratio < low) | (ratio > 1.0 + clip)).float().mean()
     return PPOLoss(
         loss=pg_loss + value_coef * value_loss - entropy_coef * mean_entropy,
@@ -311,7 +312,9 @@ class ClippedObjectiveLearner(TorchLearner):
         metrics: dict[str, list[torch.Tensor]] = {}
         for epoch in range(algo.epochs):
             if epoch and self.targets_each_pass:
-                sequences = self.sequences(batch, self.columns(batch)[0])
+                # new targets; a clipped value stays near its value at the update's start
+                fresh = {**self.columns(batch)[0], "old_values": columns["old_values"]}
+                sequences = self.sequences(batch, fresh)
             order = torch.randperm(count, generator=self.shuffle).to(self.device)
             for minibatch in order.chunk(algo.num_minibatches):
                 state = None

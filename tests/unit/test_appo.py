@@ -1,6 +1,6 @@
 """APPO: its loss and gradients against a per-sample reference, its targets against V-trace
-as IMPALA computes them, recomputed before each pass, and its learner on CartPole-sized
-batches, feed-forward, recurrent and with Box actions."""
+written out step by step, recomputed before each pass with the value clip's anchor kept, and
+its learner on CartPole-sized batches, feed-forward, recurrent and with Box actions."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from rayrl.algorithms.actor_critic import episode_flags, forward_unrolls
 from rayrl.algorithms.appo import RATIO_LIMITS, APPOLearner
 from rayrl.algorithms.ppo import ppo_loss
-from rayrl.algorithms.vtrace import vtrace
 from rayrl.core import Unrolls
 from rayrl.envs import env_spec
 from rayrl.presets import load_config
@@ -94,47 +92,102 @@ def cartpole():
     return config, env_spec(config.env)
 
 
-def stale_batch(learner, rng, obs_row):
-    """One-step episodes acted by a policy other than the learner's (ratios away from 1)."""
-    actions = rng.integers(0, 2, size=(8, 32))
-    batch = one_state_batch(actions, obs_row)
-    batch.extras["logp"] = np.log(np.where(actions == 1, 0.3, 0.7)).astype(np.float32)
-    return batch
+def episode_batch(rng: np.random.Generator, unrolls: int = 3, steps: int = 6) -> Unrolls:
+    """Unrolls of CartPole-shaped observations with terminations inside them and at an
+    unroll's end, acted by a policy other than the learner's (random log-probabilities)."""
+    terminated = np.zeros((unrolls, steps), dtype=bool)
+    terminated[0, 2] = terminated[1, steps - 1] = terminated[2, 0] = True
+    actions = rng.integers(0, 2, size=(unrolls, steps))
+    return Unrolls(
+        obs=rng.normal(size=(unrolls, steps + 1, 4)).astype(np.float32),
+        actions=actions,
+        rewards=rng.normal(size=(unrolls, steps)).astype(np.float32),
+        terminated=terminated,
+        truncated=np.zeros((unrolls, steps), dtype=bool),
+        env_reset=terminated.copy(),
+        final_obs=np.zeros((0, 4), dtype=np.float32),
+        final_index=np.zeros((0, 2), dtype=np.int64),
+        policy_versions=np.zeros(unrolls, dtype=np.int64),
+        extras={"logp": np.log(rng.uniform(0.02, 0.98, size=(unrolls, steps))).astype(np.float32)},
+    )
 
 
-def test_targets_are_vtrace_as_impala_computes_them(cartpole):
-    """Advantages and value targets are V-trace's, computed as IMPALA's loss computes them
-    (the acting policy's log-probabilities against the network's), with the policy
-    gradient's weight clipped at rho_clip; the ratio is taken against the acting policy."""
+def reference_targets(network, batch, gamma, rho_clip, c_clip):
+    """V-trace as the paper writes it, one unroll and one step at a time:
+    v_s = V(x_s) + sum_{t=s}^{end} (prod_{i=s}^{t-1} gamma_i c_i) delta_t up to the episode's
+    end, and the advantage rho_s (r_s + gamma_s v_{s+1} - V(x_s)), with v_{s+1} the next
+    value itself after an episode's or the unroll's end; ratios bounded to [0.05, 20]."""
+    vs_all, adv_all = [], []
+    for b in range(len(batch.actions)):
+        with torch.no_grad():
+            heads, values = heads_and_values(network, torch.from_numpy(batch.obs[b]))
+        logp = torch.log_softmax(heads, 1)[torch.arange(len(batch.actions[b])), batch.actions[b]]
+        ratio = torch.clamp(torch.exp(logp - torch.from_numpy(batch.extras["logp"][b])), 0.05, 20)
+        steps = len(batch.actions[b])
+        done = batch.terminated[b] | batch.truncated[b]
+        disc = [0.0 if batch.terminated[b][t] else gamma for t in range(steps)]
+        rho = [min(rho_clip, float(r)) for r in ratio]
+        c = [min(c_clip, float(r)) for r in ratio]
+        r = batch.rewards[b]
+        v = [float(x) for x in values]
+        delta = [rho[t] * (r[t] + disc[t] * v[t + 1] - v[t]) for t in range(steps)]
+        vs = []
+        for s in range(steps):
+            total, weight, t = v[s], 1.0, s
+            while True:
+                total += weight * delta[t]
+                if done[t] or t == steps - 1:
+                    break
+                weight *= disc[t] * c[t]
+                t += 1
+            vs.append(total)
+        adv = []
+        for s in range(steps):
+            after = v[s + 1] if done[s] or s == steps - 1 else vs[s + 1]
+            adv.append(rho[s] * (r[s] + disc[s] * after - v[s]))
+        vs_all.append(vs)
+        adv_all.append(adv)
+    return torch.tensor(vs_all), torch.tensor(adv_all)
+
+
+def test_targets_are_vtrace_against_the_acting_policy(cartpole):
+    """Advantages and value targets are V-trace's as the paper writes it (IMPALA's `vtrace`
+    computes them), with the ratio against the acting policy, bounded, the policy
+    gradient's weight clipped at rho_clip, across terminations inside the unrolls."""
     config, spec = cartpole
     learner = learner_for(config, spec)
     assert isinstance(learner, APPOLearner)
-    rng = np.random.default_rng(0)
-    batch = stale_batch(learner, rng, rng.normal(size=4).astype(np.float32))
+    batch = episode_batch(np.random.default_rng(0))
     columns, metrics = learner.columns(batch)
 
-    tensor = learner.tensor
-    out = forward_unrolls(learner.network, learner.network, batch, tensor)
-    logp = learner.network.distribution(out.head).log_prob(tensor(batch.actions)).detach()
-    terminated, ended = episode_flags(batch, tensor)
-    expected = vtrace(
-        tensor(batch.extras["logp"]).T,
-        logp.T,
-        tensor(batch.rewards).T,
-        (config.algorithm.gamma * (1.0 - terminated)).T,
-        (1.0 - ended).T,
-        out.values.detach().T,
-        out.next_values.detach().T,
-        rho_clip=config.algorithm.rho_clip,
-        c_clip=config.algorithm.c_clip,
-        pg_rho_clip=config.algorithm.rho_clip,
-    )
-    torch.testing.assert_close(columns["returns"], expected.vs.T)
-    torch.testing.assert_close(columns["advantages"], expected.pg_advantages.T)
-    torch.testing.assert_close(columns["old_logp"], tensor(batch.extras["logp"]))
-    torch.testing.assert_close(columns["old_values"], out.values.detach())
+    algo = config.algorithm
+    vs, adv = reference_targets(learner.network, batch, algo.gamma, algo.rho_clip, algo.c_clip)
+    torch.testing.assert_close(columns["returns"], vs, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(columns["advantages"], adv, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(columns["old_logp"], learner.tensor(batch.extras["logp"]))
     assert bool((columns["weights"] == 1).all())
-    assert metrics["learner/behaviour_ratio"] != pytest.approx(1.0)
+    assert metrics["learner/ratio_deviation"] > 0.1
+
+
+def test_the_learner_passes_the_asymmetric_clip_the_bounds_and_unit_weights(cartpole, monkeypatch):
+    import rayrl.algorithms.ppo as ppo
+
+    config, spec = cartpole
+    learner = learner_for(config, spec)
+    seen = []
+    original = ppo.ppo_loss
+
+    def recorded(*args, **kwargs):
+        seen.append((args, kwargs))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ppo, "ppo_loss", recorded)
+    learner.update(episode_batch(np.random.default_rng(1)))
+    (args, kwargs), *_ = seen
+    clip = config.algorithm.clip_coef
+    assert kwargs["clip_low"] == pytest.approx(1 / (1 + clip))
+    assert kwargs["ratio_limits"] == RATIO_LIMITS
+    assert bool((args[2] == 1).all())  # behaviour weights
 
 
 def test_targets_are_recomputed_before_each_pass(cartpole, monkeypatch):
@@ -153,9 +206,31 @@ def test_targets_are_recomputed_before_each_pass(cartpole, monkeypatch):
 
     monkeypatch.setattr(learner, "columns", recorded)
     rng = np.random.default_rng(1)
-    learner.update(stale_batch(learner, rng, rng.normal(size=4).astype(np.float32)))
+    learner.update(episode_batch(rng))
     assert len(seen) == 3
     assert not torch.equal(seen[0], seen[1])  # the network moved between passes
+
+
+def test_a_clipped_value_stays_near_its_value_at_the_updates_start(cartpole, monkeypatch):
+    """With several passes, each recomputes the targets, but the value clip's anchor is the
+    values the update started from, so no pass lets a value drift more than value_clip."""
+    config = load_config(
+        "cartpole_appo",
+        ["algorithm.hidden_sizes=[16]", "algorithm.epochs=3", "algorithm.value_clip=0.1"],
+    )
+    learner = learner_for(config, env_spec(config.env))
+    anchors = []
+    sequences = learner.sequences
+
+    def recorded(batch, columns):
+        anchors.append(columns["old_values"].clone())
+        return sequences(batch, columns)
+
+    monkeypatch.setattr(learner, "sequences", recorded)
+    learner.update(episode_batch(np.random.default_rng(2)))
+    assert len(anchors) == 3
+    for anchor in anchors[1:]:
+        torch.testing.assert_close(anchor, anchors[0])
 
 
 def test_updates_move_the_policy_to_the_rewarded_action(cartpole):
@@ -175,7 +250,7 @@ def test_updates_move_the_policy_to_the_rewarded_action(cartpole):
         logits, value = heads_and_values(learner.network, torch.from_numpy(obs_row[None]))
     assert torch.softmax(logits, 1)[0, 1] > 0.9
     assert value.item() > 0.7
-    expected = {"loss", "pg_loss", "value_loss", "entropy", "clip_fraction", "behaviour_ratio"}
+    expected = {"loss", "pg_loss", "value_loss", "entropy", "clip_fraction", "ratio_deviation"}
     assert {f"learner/{name}" for name in expected} <= set(result.metrics)
 
 
