@@ -28,6 +28,7 @@ mean here what they mean there.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -298,11 +299,11 @@ class ClippedObjectiveLearner(TorchLearner):
         progress = min(1.0, self.updates / self.total_updates)
         return start + (final - start) * progress
 
+    @abstractmethod
     def columns(self, batch: Unrolls) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
         """What the minibatches learn from, each (B, T): "actions", "old_logp" (what the
         ratio is taken against), "weights" (each sample's), "advantages", "returns" and
         "old_values" (what a clipped value stays near); and metrics of them."""
-        raise NotImplementedError
 
     def update(self, batch: Unrolls) -> UpdateResult:
         algo = self.algo

@@ -147,7 +147,8 @@ def reference_targets(network, batch, gamma, rho_clip, c_clip):
             adv.append(rho[s] * (r[s] + disc[s] * after - v[s]))
         vs_all.append(vs)
         adv_all.append(adv)
-    return torch.tensor(vs_all), torch.tensor(adv_all)
+    # float32 as the learner computes; numpy 1.x makes float64 scalars of the sums above
+    return torch.tensor(vs_all, dtype=torch.float32), torch.tensor(adv_all, dtype=torch.float32)
 
 
 def test_targets_are_vtrace_against_the_acting_policy(cartpole):
