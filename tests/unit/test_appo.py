@@ -1,6 +1,6 @@
 """APPO: its loss and gradients against a per-sample reference, its targets against V-trace
 written out step by step, recomputed before each pass with the value clip's anchor kept, and
-its learner on CartPole-sized batches, feed-forward, recurrent and with Box actions."""
+its learner on CartPole-sized batches, feed-forward and recurrent (Box actions: test_ppo.py)."""
 
 from __future__ import annotations
 
@@ -276,25 +276,3 @@ def test_a_recurrent_learner_updates_on_whole_unrolls():
     result = learner.update(batch)
     assert np.isfinite(result.metrics["learner/loss"])
     assert learner.updates == 1
-
-
-def test_a_gaussian_head_learns_from_box_actions():
-    config = load_config(
-        "cartpole_appo", ["env.id=Pendulum-v1", "algorithm.hidden_sizes=[16]", "algorithm.epochs=2"]
-    )
-    learner = learner_for(config, env_spec(config.env))
-    rng = np.random.default_rng(0)
-    batch = Unrolls(
-        obs=rng.normal(size=(8, 33, 3)).astype(np.float32),
-        actions=rng.normal(size=(8, 32, 1)).astype(np.float32),
-        rewards=rng.normal(size=(8, 32)).astype(np.float32),
-        terminated=np.zeros((8, 32), dtype=bool),
-        truncated=np.zeros((8, 32), dtype=bool),
-        env_reset=np.zeros((8, 32), dtype=bool),
-        final_obs=np.zeros((0, 3), dtype=np.float32),
-        final_index=np.zeros((0, 2), dtype=np.int64),
-        policy_versions=np.zeros(8, dtype=np.int64),
-        extras={"logp": np.full((8, 32), -1.0, dtype=np.float32)},
-    )
-    result = learner.update(batch)
-    assert np.isfinite(result.metrics["learner/loss"])

@@ -319,9 +319,11 @@ def test_a_restored_learner_trains_at_its_configured_rate_not_the_checkpoints(ca
     )
 
 
-def test_gaussian_head_for_box_actions():
+@pytest.mark.parametrize("preset", ["cartpole_ppo", "cartpole_appo"])
+def test_gaussian_head_for_box_actions(preset):
+    """PPO's and APPO's learners (one clipped-objective learner) on Box actions."""
     config = load_config(
-        "cartpole_ppo", ["env.id=Pendulum-v1", "algorithm.hidden_sizes=[16]", "algorithm.epochs=2"]
+        preset, ["env.id=Pendulum-v1", "algorithm.hidden_sizes=[16]", "algorithm.epochs=2"]
     )
     learner = learner_for(config, env_spec(config.env))
     rng = np.random.default_rng(0)
