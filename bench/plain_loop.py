@@ -67,11 +67,13 @@ def report(
     trained: float,
     training_returns: list[float],
     eval_return: float,
+    evaluations: list[list[float]] | None = None,
     **figures: float,
 ) -> None:
     """Print `name` and the loop's figures as one JSON line: start-up (from the command's
     start to the first env step), training time and rate, the whole command's time, the
-    mean of the last 100 training episodes and the final evaluation's return."""
+    mean of the last 100 training episodes, the final evaluation's return and the
+    evaluations made while training ([env steps, mean return], if any)."""
     env_steps = figures["env_steps"]
     line = {
         **figures,
@@ -81,5 +83,6 @@ def report(
         "whole_s": round(time.monotonic() - started, 2),
         "training_return_last_100": round(float(np.mean(training_returns[-100:] or [0.0])), 2),
         "eval_return": round(eval_return, 2),
+        "evaluations": evaluations or [],
     }
     print(f"{name} {json.dumps(line)}", flush=True)

@@ -18,9 +18,13 @@ of 8 minibatches learn from those 8,192 steps. The settings are
 - sticky actions 0.1, episodes cut at 10k steps.
 
 Written without rayrl (gymnasium, minatar, numpy and torch only). Prints one line of
-figures that the harness reads.
+figures that the harness reads. With `--target`, it also evaluates every `--eval-every` env
+steps (at the end of the iteration that crosses the mark, as the other contenders of
+`bench/race.py` do) and stops at the first evaluation at or above the target.
 
     python bench/plain_ppo.py --env-steps 500000
+    python bench/plain_ppo.py --game MinAtar/SpaceInvaders-v1 --env-steps 2000000 \
+        --target 70 --eval-every 50000 --eval-episodes 10
 """
 
 from __future__ import annotations
@@ -103,6 +107,8 @@ def train(args: argparse.Namespace) -> None:
     obs, _ = envs.reset(seed=args.seed)
     obs = torch.from_numpy(obs.astype(np.uint8))
     env_steps, iterations, returns = 0, 0, []
+    evaluations: list[list[float]] = []
+    next_eval = args.eval_every
     first_step = time.monotonic()
     while env_steps < args.env_steps:
         final_values.zero_()
@@ -163,14 +169,26 @@ def train(args: argparse.Namespace) -> None:
                 nn.utils.clip_grad_norm_(network.parameters(), MAX_GRAD_NORM)
                 optimizer.step()
         iterations += 1
+        if args.target is not None and env_steps >= next_eval:
+            next_eval += args.eval_every
+            score = evaluate_sampling(network, args.game, args.eval_episodes, args.seed)
+            evaluations.append([env_steps, score])
+            print(f"evaluation: {env_steps} {score}", flush=True)  # read by bench/race.py
+            if score >= args.target:
+                break
     trained = time.monotonic()
+    reached = args.target is not None and evaluations and evaluations[-1][1] >= args.target
     report(
         "plain_ppo",
         started,
         first_step,
         trained,
         returns,
-        evaluate_sampling(network, args.game, args.eval_episodes, args.seed),
+        # no second evaluation after the one that reached the target
+        evaluations[-1][1]
+        if reached
+        else evaluate_sampling(network, args.game, args.eval_episodes, args.seed),
+        evaluations,
         env_steps=env_steps,
         updates=iterations,
     )
@@ -178,7 +196,10 @@ def train(args: argparse.Namespace) -> None:
 
 def main() -> None:
     envs_help = "envs stepped together (minatar_ppo: 2 workers x 32)"
-    train(parser(__doc__.splitlines()[0], 500_000, 64, envs_help).parse_args())
+    arguments = parser(__doc__.splitlines()[0], 500_000, 64, envs_help)
+    arguments.add_argument("--target", type=float, help="stop at an evaluation this high")
+    arguments.add_argument("--eval-every", type=int, default=50_000, help="with --target")
+    train(arguments.parse_args())
 
 
 if __name__ == "__main__":
