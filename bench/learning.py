@@ -755,6 +755,32 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def time_to_target(found: list[tuple[dict, RunFigures]], target: float | None) -> str:
+    """When the runs first evaluated at or above the preset's `run.target_return`: the
+    median over the seeds that did of the env steps and of the run's wall time when it had
+    trained on them (at its first metrics row from those env steps on, within one log
+    interval; the evaluation ends a little later), and how many of the seeds did; "-"
+    without a target."""
+    if target is None:
+        return "-"
+    steps, walls = [], []
+    for record, _ in found:
+        evals = expand(record["evals"], EVALS)
+        first = next((e["env_steps"] for e in evals if e["eval/return_mean"] >= target), None)
+        if first is None:
+            continue
+        metrics = expand(record["metrics"], METRICS)
+        later = [m["run/wall_s"] for m in metrics if m["env_steps"] >= first and "run/wall_s" in m]
+        steps.append(first)
+        walls.append(min(later) if later else math.nan)
+    if not steps:
+        return f"not reached (0/{len(found)})"
+    return (
+        f"{statistics.median(steps):,.0f} env steps, {duration(statistics.median(walls))} "
+        f"({len(steps)}/{len(found)})"
+    )
+
+
 def published_figure(algorithm: str, game: str) -> str:
     """The published figure of a RESULTS row: the MinAtar paper's return and the curve it
     is read off, "-" where the studies' table has none."""
@@ -781,12 +807,12 @@ def results(
             if not found:
                 rows.append(
                     f"| `{preset}` | {env} | not measured yet | {acting(config)} | - | "
-                    f"{budget:,} | - | - | {reference} | "
+                    f"{budget:,} | - | - | - | {reference} | "
                     f"`{command(preset, [], [game], [0, 1, 2], budget)}` |"
                 )
                 readme_rows.append(
                     f"| `{preset}` | {config.algorithm.name.upper()} | {env} | not measured yet "
-                    f"| - | {budget:,} | - | - |"
+                    f"| - | {budget:,} | - | - | - |"
                 )
                 continue
             runs = [f for _, f in found]
@@ -796,15 +822,20 @@ def results(
             seeds = [r["seed"] for r, _ in found]
             returns = mean_std([f.final_eval for f in runs])
             wall = duration(statistics.mean(f.wall_s for f in runs))
+            target = config.run.target_return
+            to_target = time_to_target(found, target)
+            if target is not None:
+                to_target = f"{target:g}: {to_target}"
             rows.append(
                 f"| `{preset}` | {env} | {returns} | {acting(config)} | {len(runs)} | "
-                f"{reached} | {wall} | {'; '.join(machines)} | {reference} | "
+                f"{reached} | {wall} | {to_target} | {'; '.join(machines)} | {reference} | "
                 f"`{command(preset, [], [game], seeds, at)}` |"
             )
             hardware = "; ".join(dict.fromkeys(m.split(", torch")[0] for m in machines))
             readme_rows.append(
                 f"| `{preset}` | {config.algorithm.name.upper()} | {env} | {returns} "
-                f"({acting(config)}) | {len(runs)} | {reached} | {wall} | {hardware} |"
+                f"({acting(config)}) | {len(runs)} | {reached} | {wall} | {to_target} | "
+                f"{hardware} |"
             )
             limit = at * SLACK
             drawn[f"{preset}-{game}.png"] = (
@@ -830,8 +861,8 @@ def readme_with_presets(readme: str, rows: list[str]) -> str:
     after = rest.split(end)[1]
     table = [
         "| preset | algorithm | env | return, mean ± std (acting) | seeds | env steps | "
-        "wall time per seed | hardware |",
-        "|---|---|---|---|---|---|---|---|",
+        "wall time per seed | to the target return | hardware |",
+        "|---|---|---|---|---|---|---|---|---|",
         *rows,
     ]
     return before + start + "\n" + "\n".join(table) + "\n" + end + after
@@ -877,6 +908,12 @@ def results_page(rows: list[str], drawn: dict[str, tuple[str, list[Curves]]]) ->
         "  *acting* column says how the policy acts in its evaluations (the preset's protocol).",
         "- **wall time**: one seed's run, the mean over the seeds; a run may have shared its",
         "  machine with another.",
+        "- **to target**: for a preset that ships a `run.target_return` (at which a user's run",
+        "  stops; these runs went on to their budget), the median over the seeds that reached",
+        "  it of the env steps and the wall time to their first evaluation at or above it, and",
+        "  how many seeds reached it. The time is the run's clock from its process' start",
+        "  (Ray's start-up included) to when it had trained on those env steps; the",
+        "  evaluation itself ends a little later (`docs/performance.md` times whole commands).",
         "- **published**: the MinAtar paper's figure (Young & Tian 2019, Fig. 2) at 5M frames,",
         "  for the algorithm named. The paper reports training returns, with all 6 actions: a",
         "  guide, not the same measurement.",
@@ -886,8 +923,8 @@ def results_page(rows: list[str], drawn: dict[str, tuple[str, list[Curves]]]) ->
         "same command writes.",
         "",
         "| preset | env | return (mean ± std) | acting | seeds | env steps | wall time | "
-        "hardware | published | command |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "to target | hardware | published | command |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
         *protocols(),
