@@ -502,26 +502,27 @@ def test_the_results_show_every_shipped_preset_as_shipped_and_the_studies_the_re
     assert "999.0" not in page
     assert (
         "| `minatar_ppo` | `MinAtar/SpaceInvaders-v1` | 30.0 ± 14.1 | sampled | 2 | "
-        f"{ppo_budget + 1216:,} | 50 min | m | 185 (AC(lambda)) | `python bench/learning.py "
+        f"{ppo_budget + 1216:,} | 50 min | - | m | 185 (AC(lambda)) | `python bench/learning.py "
         "--preset minatar_ppo --games SpaceInvaders --seeds 0 1 --env-steps "
         f"{ppo_budget}` |" in rows
     )
     impala_budget = load_config("minatar_impala").run.total_env_steps
     assert (
         "| `minatar_impala` | `MinAtar/Breakout-v1` | 11.0 | sampled | 1 | "
-        f"1,000,000 (budget {impala_budget:,}) | 10 min | m | 17 (AC(lambda), not IMPALA) | "
+        f"1,000,000 (budget {impala_budget:,}) | 10 min | - | m | 17 (AC(lambda), not IMPALA) | "
         "`python bench/learning.py --preset minatar_impala --games Breakout --seeds 0 "
         "--env-steps 1000000` |" in rows
     )
     assert (
         f"| `cartpole_ppo` | `CartPole-v1` | 500.0 | greedy | 1 | {cartpole:,} | "
-        f"{0.6e-3 * cartpole:.0f} s | m | - | `python bench/learning.py --preset cartpole_ppo "
+        f"{0.6e-3 * cartpole:.0f} s | 475: {cartpole:,} env steps, {0.6e-3 * cartpole:.0f} s "
+        "(1/1) | m | - | `python bench/learning.py --preset cartpole_ppo "
         f"--seeds 0 --env-steps {cartpole}` |" in rows
     )
     dqn_budget = load_config("minatar_dqn").run.total_env_steps
     assert (
         "| `minatar_dqn` | `MinAtar/Breakout-v1` | not measured yet | epsilon-greedy, 0.05 | "
-        f"- | {dqn_budget:,} | - | - | 10 (DQN) | `python bench/learning.py --preset "
+        f"- | {dqn_budget:,} | - | - | - | 10 (DQN) | `python bench/learning.py --preset "
         f"minatar_dqn --games Breakout --seeds 0 1 2 --env-steps {dqn_budget}` |" in rows
     )
     pendulum = load_config("pendulum_sac").run.total_env_steps
@@ -547,7 +548,7 @@ def test_the_results_show_every_shipped_preset_as_shipped_and_the_studies_the_re
     assert [row.split(" | ")[0].strip("| `") for row in readme_rows] == [p for p, _ in shown]
     assert (
         "| `minatar_ppo` | PPO | `MinAtar/SpaceInvaders-v1` | 30.0 ± 14.1 (sampled) | 2 | "
-        f"{ppo_budget + 1216:,} | 50 min | m |" in readme_rows
+        f"{ppo_budget + 1216:,} | 50 min | - | m |" in readme_rows
     )
     # the studies: every row, the variant's too, and the protocols
     study = studies.read_text()
