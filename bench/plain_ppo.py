@@ -177,7 +177,7 @@ def train(args: argparse.Namespace) -> None:
             if score >= args.target:
                 break
     trained = time.monotonic()
-    reached = args.target is not None and evaluations and evaluations[-1][1] >= args.target
+    reached = args.target is not None and bool(evaluations) and evaluations[-1][1] >= args.target
     report(
         "plain_ppo",
         started,

@@ -3,10 +3,17 @@
 Each contender is the whole command a user would run, in its own fresh process, timed by
 this harness from its start to its exit, and stops at its first evaluation of
 EVAL_EPISODES episodes, with actions sampled from the policy, whose mean return is at or
-above TARGET. Every contender evaluates every EVAL_EVERY env steps (at the end of the
-update or chunk that crosses the mark), on the presets' env: sticky actions 0.1, episodes
-cut at 10,000 steps (`bench/plain_loop.py`'s `make_env`). The table gives the whole
-command's wall time and the env steps of the evaluation that reached the target.
+above TARGET. Every contender evaluates about every EVAL_EVERY env steps (each where its
+loop can: after the update, chunk or vector step that crosses the mark), on the presets'
+env: sticky actions 0.1, episodes cut at 10,000 steps (`bench/plain_loop.py`'s
+`make_env`). The table gives the whole command's wall time and the env steps of the
+evaluation that reached the target.
+
+How each one evaluates is part of what a user gets, and differs: rayrl evaluates on a
+thread of its driver while its workers and learner go on training (and skips a due
+evaluation while one is still running); the plain loop, SB3 and RLlib stop training to
+evaluate; Sample Factory has no evaluation of its own and takes its last training
+episodes (`bench/race_sample_factory.py`).
 
 The contenders, each with its own published settings and the MinAtar paper's network (one
 16-filter 3x3 convolution, 128 units) where it allows one:
@@ -14,7 +21,8 @@ The contenders, each with its own published settings and the MinAtar paper's net
   --config PRESET` on the game as shipped (Ray runtime), with the race's target, evaluation
   interval and episodes;
 - `plain ppo`: `bench/plain_ppo.py`, the single-file loop a user writes (CleanRL's shape,
-  `minatar_ppo`'s settings);
+  `minatar_ppo`'s settings), with one torch thread, as rayrl's learner has (`--threads`:
+  torch's default would be every core);
 - `sb3 ppo`: Stable-Baselines3 PPO with rl-baselines3-zoo's Atari settings
   (hyperparams/ppo.yml `atari`: 8 envs, 128 steps, 4 epochs, batch 256, lr and clip
   linear from 2.5e-4 and 0.1 over the zoo's 1e7 Atari steps, entropy 0.01, value 0.5), its
@@ -25,18 +33,20 @@ The contenders, each with its own published settings and the MinAtar paper's net
   as its default model's encoder and head (one 16-filter 3x3 convolution, a 128-unit
   head, the value sharing the encoder as the examples share it), one env runner of 8 envs
   (a second env runner does not fit 2 CPUs beside RLlib's main process), evaluated with
-  `Algorithm.evaluate` (exploring, so sampled actions) on the main process;
-- `sample-factory appo`: Sample Factory's APPO with its Atari settings, in a virtualenv of
-  its own (`--sample-factory-python`; `bench/race_sample_factory.py` says how to make it,
-  and how its evaluation differs: the last training episodes, for it has no other).
+  `Algorithm.evaluate` (exploring, so sampled actions) on an evaluation env runner of one
+  env in the main process;
+- `sample-factory appo`: Sample Factory's PPO with its Atari settings made asynchronous
+  (its APPO), in a virtualenv of its own (`--sample-factory-python`;
+  `bench/race_sample_factory.py` says how to make it and what it changes).
 
 Rounds are interleaved (every contender once per round, the order rotating) and each round
 uses one seed for all, so that pairwise ratios compare runs made within minutes of each
 other. A contender that has not reached the target within `--timeout-minutes` is stopped
-and counts as not reached; its evaluations until then are kept, so its time to the target
-is at least the timeout. Each peer prints "evaluation: ENV_STEPS MEAN_RETURN" as it
-evaluates; rayrl's evaluations are read from its run's `eval.jsonl`. The peers come from
-`pip install -e ".[bench]"` (RLlib from `pip install "ray[rllib]"` of the same Ray).
+and counts as not reached; its evaluations until then are kept, and its time (as the time
+of one that ended its budget without reaching the target) is a lower bound on its time to
+the target. One that fails is shown and left out of the figures. Each peer prints
+"evaluation: ENV_STEPS MEAN_RETURN" as it evaluates; rayrl's evaluations are read from its
+run's `eval.jsonl`. The peers come from `pip install -e ".[bench]"`, Sample Factory aside.
 
     python bench/race.py --seeds 0 1 2 3 4 --sample-factory-python SF/bin/python
     python bench/race.py --seeds 0 --contenders "rayrl minatar_ppo" "plain ppo"
@@ -60,8 +70,9 @@ GAME = "MinAtar/SpaceInvaders-v1"
 TARGET = 70.0
 EVAL_EVERY = 50_000
 EVAL_EPISODES = 10
-SB3_BUDGET = 10_000_000
-"""The zoo's Atari budget, over which its linear schedules run."""
+PEER_BUDGET = 10_000_000
+"""The peers' budget in env steps: the zoo's Atari budget, over which SB3's linear
+schedules run (rayrl's presets keep their own, over which their schedules run)."""
 
 RAYRL_PRESETS = ("minatar_ppo", "minatar_appo", "minatar_impala")
 CONTENDERS = (
@@ -82,17 +93,23 @@ class Outcome:
     wall_s: float
     evaluations: list[list[float]]
     """[env steps, mean return] of every evaluation made."""
-    timed_out: bool
     failed: bool = False
-    """It exited with an error before the target (its output is printed)."""
+    """It exited with an error (its output is printed): left out of the figures."""
 
     @property
     def target_env_steps(self) -> int | None:
         """Env steps of the evaluation that reached the target (None: not reached)."""
         return next((int(steps) for steps, mean in self.evaluations if mean >= TARGET), None)
 
+    @property
+    def exact(self) -> bool:
+        """Its time is its time to the target; otherwise (stopped at the timeout, or its
+        budget spent) a lower bound on it."""
+        return self.target_env_steps is not None
+
 
 def command(contender: str, seed: int, runs: Path, sample_factory: Path | None) -> list[str]:
+    """The contender's whole command; a rayrl run writes under `runs`."""
     if contender.startswith("rayrl "):
         settings = {
             "env.id": GAME,
@@ -111,7 +128,7 @@ def command(contender: str, seed: int, runs: Path, sample_factory: Path | None) 
     if contender == "plain ppo":
         return [
             sys.executable, str(BENCH / "plain_ppo.py"), "--game", GAME, "--seed", str(seed),
-            "--env-steps", str(SB3_BUDGET), "--target", str(TARGET),
+            "--env-steps", str(PEER_BUDGET), "--target", str(TARGET), "--threads", "1",
             "--eval-every", str(EVAL_EVERY), "--eval-episodes", str(EVAL_EPISODES),
         ]  # fmt: skip
     if contender == "sample-factory appo":
@@ -121,28 +138,29 @@ def command(contender: str, seed: int, runs: Path, sample_factory: Path | None) 
 
 
 def run(contender: str, seed: int, timeout_s: float, sample_factory: Path | None) -> Outcome:
+    """The contender's whole command, timed from its start to its exit (or to the timeout,
+    which kills its process group: Ray's processes and Sample Factory's go with it)."""
     with tempfile.TemporaryDirectory() as cwd:
-        runs = Path(cwd) / "runs"
-        start = time.monotonic()
-        # its own process group: a stopped contender's children (Ray's included) go with it
-        process = subprocess.Popen(
-            command(contender, seed, runs, sample_factory),
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        timed_out = False
-        try:
-            stdout, stderr = process.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(process.pid, signal.SIGKILL)
-            stdout, stderr = process.communicate()
-        wall = time.monotonic() - start
-        if process.returncode != 0 and not timed_out:  # shown, and counted as not reached
-            print(f"{contender} (seed {seed}) failed:\n{stdout[-2000:]}\n{stderr[-4000:]}")
+        runs, output = Path(cwd) / "runs", Path(cwd) / "output.txt"
+        with output.open("w") as sink:  # a file, not a pipe: a leftover child cannot hold it
+            start = time.monotonic()
+            process = subprocess.Popen(
+                command(contender, seed, runs, sample_factory),
+                cwd=cwd,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            try:
+                process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            wall = time.monotonic() - start
+        text = output.read_text(errors="replace")
+        failed = process.returncode not in (0, -signal.SIGKILL)
+        if failed:
+            print(f"{contender} (seed {seed}) failed:\n{text[-4000:]}")
         if contender.startswith("rayrl "):
             logs = list(runs.glob("*/eval.jsonl"))
             rows = [json.loads(line) for log in logs for line in log.read_text().splitlines()]
@@ -150,11 +168,10 @@ def run(contender: str, seed: int, timeout_s: float, sample_factory: Path | None
         else:
             evaluations = [
                 [float(value) for value in line.split()[1:3]]
-                for line in stdout.splitlines()
+                for line in text.splitlines()
                 if line.startswith("evaluation: ")
             ]
-    failed = process.returncode != 0 and not timed_out
-    return Outcome(wall, evaluations, timed_out, failed)
+    return Outcome(wall, evaluations, failed)
 
 
 def sb3_child(seed: int) -> None:
@@ -221,7 +238,7 @@ def sb3_child(seed: int) -> None:
         deterministic=False,
         verbose=0,
     )
-    model.learn(SB3_BUDGET, callback=callback)
+    model.learn(PEER_BUDGET, callback=callback)
 
 
 def rllib_child(algorithm: str, seed: int) -> None:
@@ -270,21 +287,24 @@ def rllib_child(algorithm: str, seed: int) -> None:
         )
     config = (
         config.environment("race")
-        # the main process' env runner gets an env too: the evaluations run there
-        .env_runners(num_env_runners=1, num_envs_per_env_runner=8, create_env_on_local_worker=True)
+        .env_runners(num_env_runners=1, num_envs_per_env_runner=8)
         .rl_module(
             model_config=DefaultModelConfig(
                 vf_share_layers=True,
-                conv_filters=[[16, 3, 1]],
+                conv_filters=[[16, 3, 1, "valid"]],
                 conv_activation="relu",
                 head_fcnet_hiddens=[128],
             )
         )
         .evaluation(
+            # an interval (never reached: this loop calls `evaluate`) makes RLlib build an
+            # evaluation env runner of its own, here in the main process with one env, so
+            # that its 10 episodes are 10 whole ones, not the first to end of 8 envs
+            evaluation_interval=10**9,
             evaluation_duration=EVAL_EPISODES,
             evaluation_duration_unit="episodes",
             evaluation_num_env_runners=0,
-            evaluation_config={"explore": True},
+            evaluation_config={"explore": True, "num_envs_per_env_runner": 1},
         )
         .debugging(seed=seed)
     )
@@ -304,6 +324,7 @@ def rllib_child(algorithm: str, seed: int) -> None:
 
 
 def summary(values: list[float], digits: int = 1) -> str:
+    """ "median (min-max)"."""
     median, low, high = statistics.median(values), min(values), max(values)
     return f"{median:,.{digits}f} ({low:,.{digits}f}-{high:,.{digits}f})"
 
@@ -347,34 +368,45 @@ def main() -> None:
         f"\n{GAME} to {TARGET:g} ({EVAL_EPISODES} sampled episodes every {EVAL_EVERY:,} env "
         f"steps), seeds {' '.join(map(str, args.seeds))}; {machine()}; median (min-max):"
     )
-    for contender, rows in outcomes.items():
-        reached = [row for row in rows if row.target_env_steps is not None]
-        line = f"  {contender:>18}: {len(reached)}/{len(rows)} reached"
-        line += f"; whole command {summary([row.wall_s for row in rows])} s"
+    kept = {name: [row for row in rows if not row.failed] for name, rows in outcomes.items()}
+    for contender, rows in kept.items():
+        reached = [row for row in rows if row.exact]
+        line = f"  {contender:>19}: {len(reached)}/{len(rows)} reached"
+        if rows:
+            line += f"; whole command {summary([row.wall_s for row in rows])} s"
         if len(reached) < len(rows):
-            line += " (a run not reached counts at its timeout: a lower bound)"
+            line += " (a run not reached counts its time: a lower bound)"
         if reached:
             line += f"; env steps {summary([row.target_env_steps for row in reached], 0)}"
         for row in rows:
-            if row.target_env_steps is None and row.evaluations:
+            if not row.exact and row.evaluations:
                 steps, mean = row.evaluations[-1]
                 line += f"; last evaluation {mean:.1f} at {int(steps):,} env steps"
         print(line)
-    medians = {name: statistics.median(o.wall_s for o in rows) for name, rows in outcomes.items()}
+    compare(outcomes)
+
+
+def compare(outcomes: dict[str, list[Outcome]]) -> None:
+    """Each peer's whole command over rayrl's best preset's (the lowest median of its runs
+    that reached the target), per round: a round where rayrl's run did not reach the target
+    or either run failed is left out; one where the peer's did not reach it makes the ratio
+    a lower bound."""
     own = [name for name in outcomes if name.startswith("rayrl ")]
-    peers = [name for name in outcomes if not name.startswith("rayrl ")]
-    if own and peers:
-        best = min(own, key=medians.__getitem__)
-        for peer in sorted(peers, key=medians.__getitem__):
-            ratios = [
-                theirs.wall_s / ours.wall_s
-                for ours, theirs in zip(outcomes[best], outcomes[peer], strict=True)
-                if not (ours.failed or theirs.failed)
-            ]
-            if not ratios:
-                continue
-            bound = " at least" if any(row.timed_out for row in outcomes[peer]) else ""
-            print(f"  {peer} / {best}, whole command, per seed:{bound} {summary(ratios, 2)}x")
+    exact = {name: [row.wall_s for row in outcomes[name] if row.exact] for name in own}
+    if not any(exact.values()):
+        return
+    best = min((name for name in own if exact[name]), key=lambda n: statistics.median(exact[n]))
+    for peer in (name for name in outcomes if name not in own):
+        pairs = [
+            (theirs, ours)
+            for theirs, ours in zip(outcomes[peer], outcomes[best], strict=True)
+            if ours.exact and not theirs.failed
+        ]
+        if not pairs:
+            continue
+        ratios = [theirs.wall_s / ours.wall_s for theirs, ours in pairs]
+        bound = " at least" if not all(theirs.exact for theirs, _ in pairs) else ""
+        print(f"  {peer} / {best}, whole command, per seed:{bound} {summary(ratios, 2)}x")
 
 
 if __name__ == "__main__":

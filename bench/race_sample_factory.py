@@ -3,12 +3,13 @@ own: Sample Factory 2.1 pins gymnasium < 1 and numpy < 2, so it lives in a virtu
 beside rayrl's (`python -m venv SF && SF/bin/pip install torch==2.13.0 sample-factory
 minatar`), and this file imports neither rayrl nor the race.
 
-Its settings are its published Atari ones (`sf_examples/atari/atari_params.py`: rollout
+Its settings are its published Atari PPO ones (`sf_examples/atari/atari_params.py`: rollout
 128, 4 epochs of 4 minibatches of 256, clip 0.1, lr 2.5e-4 (constant: the Atari settings'
 linear decay is not in the 2.1 release on PyPI), entropy 0.01, normalised inputs and
 returns), with its default of one rollout worker per core (the Atari settings' 8 workers of
 one env become 2 workers of 4 envs on 2 cores: the same 1,024 env steps per update),
-asynchronous (`--async_rl`, what makes it APPO) with its double-buffered sampling, the
+made asynchronous (`--async_rl`, what makes it APPO; the Atari settings train
+synchronously) with its double-buffered sampling (2 splits, where they have 1), the
 inputs unscaled (MinAtar's grids are 0/1, not 0-255) and the MinAtar paper's network as
 its encoder.
 
@@ -96,7 +97,7 @@ class StopAtTarget(AlgoObserver):
             runner._stop_training()  # (private, but the only way to end a run early)
 
 
-def main() -> None:
+def main() -> int:
     arguments = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     arguments.add_argument("--seed", type=int, default=0)
     seed = arguments.parse_args().seed
@@ -118,8 +119,10 @@ def main() -> None:
     cfg = parse_full_cfg(parser, argv)
     cfg, runner = make_runner(cfg)
     runner.register_observer(StopAtTarget())
-    if runner.init() == 0:  # ExperimentStatus.SUCCESS
-        runner.run()
+    status = runner.init()  # 0: ExperimentStatus.SUCCESS
+    if status == 0:
+        status = runner.run()
+    return status
 
 
 if __name__ == "__main__":
