@@ -55,6 +55,7 @@ run's `eval.jsonl`. The peers come from `pip install -e ".[bench]"`, Sample Fact
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -157,6 +158,8 @@ def run(contender: str, seed: int, timeout_s: float, sample_factory: Path | None
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
             wall = time.monotonic() - start
+            with contextlib.suppress(ProcessLookupError):  # what it left behind, if anything
+                os.killpg(process.pid, signal.SIGKILL)
         text = output.read_text(errors="replace")
         failed = process.returncode not in (0, -signal.SIGKILL)
         if failed:
