@@ -14,7 +14,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
-from gymnasium.wrappers import TransformObservation
 
 CARTPOLE_NO_VELOCITY = "rayrl/CartPoleNoVel-v1"
 
@@ -22,13 +21,28 @@ POSITIONS = np.array([0, 2])
 """Indices of the cart position and pole angle in CartPole's observation."""
 
 
-def make_cartpole_without_velocities(**kwargs: Any) -> gym.Env:
-    """CartPole whose observations keep only the positions (gymnasium's entry point)."""
-    env = CartPoleEnv(**kwargs)
-    full = env.observation_space
-    assert isinstance(full, gym.spaces.Box)
-    space = gym.spaces.Box(full.low[POSITIONS], full.high[POSITIONS], dtype=np.float32)
-    return TransformObservation(env, lambda obs: obs[POSITIONS], space)
+class CartPoleWithoutVelocities(CartPoleEnv):
+    """CartPole whose observations keep only the positions. A subclass rather than an
+    observation wrapper around CartPole: gymnasium's env checker (and `gymnasium.make` of
+    a saved spec) must be able to rebuild the env from its registered entry point alone."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        full = self.observation_space
+        assert isinstance(full, gym.spaces.Box)
+        self.observation_space = gym.spaces.Box(
+            full.low[POSITIONS], full.high[POSITIONS], dtype=np.float32
+        )
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = super().reset(seed=seed, options=options)
+        return obs[POSITIONS], info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs[POSITIONS], reward, terminated, truncated, info
 
 
 def register() -> None:
@@ -36,7 +50,7 @@ def register() -> None:
     if CARTPOLE_NO_VELOCITY not in gym.registry:
         gym.register(
             id=CARTPOLE_NO_VELOCITY,
-            entry_point=make_cartpole_without_velocities,
+            entry_point=CartPoleWithoutVelocities,
             max_episode_steps=500,
             reward_threshold=475.0,
         )
