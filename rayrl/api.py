@@ -21,13 +21,22 @@ from rayrl.checkpoint import load_checkpoint, policy_of, warm_start
 from rayrl.config import Config
 from rayrl.contract import Acting
 from rayrl.core import EvalResult
-from rayrl.envs import check_env, check_normalization, env_spec, eval_env_config
+from rayrl.envs import (
+    EnvSpec,
+    VectorEnvAdapter,
+    check_env,
+    check_normalization,
+    eval_env_config,
+    make_env,
+    spec_of,
+)
 from rayrl.errors import CheckpointError, ConfigError, UserError
 from rayrl.evaluation import Evaluator
 from rayrl.host import check_supported
 from rayrl.normalization import normalization_mismatch, reward_normalization_mismatch
 from rayrl.presets import load_config, saved_config, with_overrides
 from rayrl.recorders import Recorder, Recorders, make_recorders
+from rayrl.roles import Policy
 from rayrl.run_lifecycle import TrainResult, stop_if_interrupted
 from rayrl.run_writer import RunWriter
 from rayrl.rundir import RunDirectory
@@ -39,15 +48,29 @@ logger = logging.getLogger(__name__)
 
 def validate(config: Config, checkpoint: dict[str, Any] | None = None) -> None:
     """Everything that can be checked before work starts: the env ids, that the algorithm
-    can act in that env (action space, network), and that a checkpoint to resume or
-    warm-start from fits the configured network. Builds one CPU policy."""
+    can act in that env (its spaces, the network: one real observation goes through a CPU
+    policy and its action into the env), and that a checkpoint to resume or warm-start from
+    fits the configured network."""
     check_env(config.env)
     if config.logging.video_interval_evals is not None:
         check_video_support(eval_env_config(config.env))
-    spec = env_spec(config.env)
-    check_normalization(config.env, spec)
-    acting = Acting.for_evaluation(config.run.seed)
-    policy = ALGORITHMS[config.algorithm.name].build_policy(config.algorithm, spec, acting)
+    env = make_env(config.env, 1, training=False)
+    try:
+        spec = spec_of(env, config.env)
+        check_normalization(config.env, spec, env.raw_observation_space)
+        acting = Acting.for_evaluation(config.run.seed)
+        policy = ALGORITHMS[config.algorithm.name].build_policy(config.algorithm, spec, acting)
+        _check_weights(config, spec, policy, checkpoint)
+        _act_once(config, env, policy)
+    finally:
+        env.close()
+
+
+def _check_weights(
+    config: Config, spec: EnvSpec, policy: Policy, checkpoint: dict[str, Any] | None
+) -> None:
+    """Load the weights a run starts from (a checkpoint to resume, a warm start) into
+    `policy`, refusing those that do not fit its network or normalisation."""
     sources = []
     if checkpoint is not None:
         rewards = reward_normalization_mismatch(checkpoint["learner"], spec.reward_clip is not None)
@@ -68,6 +91,28 @@ def validate(config: Config, checkpoint: dict[str, Any] | None = None) -> None:
             raise CheckpointError(
                 f"{what} does not fit the configured network: {first_line}"
             ) from None
+
+
+def _act_once(config: Config, env: VectorEnvAdapter, policy: Policy) -> None:
+    """One real observation through `policy`, as the evaluation acts and as the workers do
+    (an algorithm may act at random at first, without its network), and the workers' action
+    into `env`: what would fail in every worker fails here first, in one line (its
+    traceback in the log at debug level)."""
+    try:
+        obs = env.reset(seed=config.run.seed)
+        policy.act(obs, env.episode_starts, explore=False)
+        output = policy.act(obs, env.episode_starts, explore=True)
+        env.step(output.actions, output.extras, output.state)
+    except UserError:
+        raise
+    except Exception as exc:  # what the workers would meet: the first line says which
+        logger.debug("the pre-flight's action failed", exc_info=True)
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise ConfigError(
+            f"algorithm.name={config.algorithm.name!r} cannot act in env.id={config.env.id!r} "
+            f"(observations {env.raw_observation_space}, actions "
+            f"{env.single_action_space}): {type(exc).__name__}: {first_line}"
+        ) from None
 
 
 def resolve(

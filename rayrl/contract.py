@@ -236,7 +236,7 @@ class Algorithm(Generic[C, B]):
         policy = self.make_policy(algo, spec, acting)
         if spec.observation_clip is None:
             return policy
-        return NormalizingPolicy(policy, spec.observation_clip)
+        return NormalizingPolicy(policy, spec)
 
     def build_learner(
         self, algo: C, spec: EnvSpec, settings: LearnerConfig, run: RunConfig

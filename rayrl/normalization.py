@@ -2,13 +2,14 @@
 normalisation whose statistics stay in the learner.
 
 With `env.normalize.observations`, every network sees observations as
-clip((obs - mean) / sqrt(var + eps), -clip, clip), from running statistics that exist once,
-in the learner: `NormalizingLearner` updates them from each batch's raw observations (the
-workers' data, before it is normalized for the update), and publishes them inside the
-weights (`MOMENTS_PREFIX` keys beside the network's), so that every worker, the evaluator,
-each checkpoint (`latest.pt`, `best.pt`), `rayrl evaluate`, a warm start and a resume see
-exactly the statistics of the weights they hold. `NormalizingPolicy` strips them off and
-normalizes what it acts on.
+clip((obs - mean) / sqrt(var + eps), -clip, clip) (of a flattened Dict or Tuple
+observation, its float parts only: `rayrl.envs.observations`), from running statistics
+that exist once, in the learner: `NormalizingLearner` updates them from each batch's raw
+observations (the workers' data, before it is normalized for the update), and publishes
+them inside the weights (`MOMENTS_PREFIX` keys beside the network's), so that every
+worker, the evaluator, each checkpoint (`latest.pt`, `best.pt`), `rayrl evaluate`, a warm
+start and a resume see exactly the statistics of the weights they hold.
+`NormalizingPolicy` strips them off and normalizes what it acts on.
 
 Why not gymnasium's `NormalizeObservation` wrapper: it keeps statistics per process, so
 each worker and the evaluator would normalize differently, and none of them would be in
@@ -94,9 +95,19 @@ class RunningMoments:
         scaled = values / np.sqrt(self.var + VARIANCE_EPSILON)
         return np.clip(scaled, -clip, clip).astype(np.float32)
 
-    def normalize(self, obs: np.ndarray, clip: float) -> np.ndarray:
+    def normalize(
+        self, obs: np.ndarray, clip: float, parts: tuple[tuple[int, int], ...] | None = None
+    ) -> np.ndarray:
+        """`obs` normalized and clipped; with `parts` (a flattened observation's float
+        ranges, `ObservationLayout.float_parts`) only those ranges, the rest as it is."""
         scaled = (obs - self.mean) / np.sqrt(self.var + VARIANCE_EPSILON)
-        return np.clip(scaled, -clip, clip).astype(np.float32)
+        scaled = np.clip(scaled, -clip, clip).astype(np.float32)
+        if parts is None:
+            return scaled
+        kept = obs.astype(np.float32)
+        for start, stop in parts:
+            kept[..., start:stop] = scaled[..., start:stop]
+        return kept
 
     def as_weights(self) -> dict[str, np.ndarray]:
         return {
@@ -142,9 +153,11 @@ class NormalizingPolicy:
     """A policy acting on normalized observations, with the statistics of its weights;
     until the first weights with statistics arrive it acts on raw observations."""
 
-    def __init__(self, policy: Policy, clip: float) -> None:
+    def __init__(self, policy: Policy, spec: EnvSpec) -> None:
+        assert spec.observation_clip is not None, "a normalizing policy needs the clip"
         self.policy = policy
-        self.clip = clip
+        self.clip = spec.observation_clip
+        self.parts = None if spec.layout is None else spec.layout.float_parts
         self.moments: RunningMoments | None = None
 
     @property
@@ -160,7 +173,7 @@ class NormalizingPolicy:
         env_steps: int = 0,
     ) -> PolicyOutput:
         if self.moments is not None:
-            obs = self.moments.normalize(obs, self.clip)
+            obs = self.moments.normalize(obs, self.clip, self.parts)
         return self.policy.act(obs, episode_starts, explore=explore, env_steps=env_steps)
 
     def set_weights(self, info: ModelInfo) -> None:
@@ -191,6 +204,8 @@ class NormalizingLearner(Generic[B]):
         self.learner = learner
         shape = spec.observation_space.shape or ()
         self.observation_clip = spec.observation_clip
+        self.float_parts = None if spec.layout is None else spec.layout.float_parts
+        """A flattened observation's float ranges, the only ones normalized."""
         self.moments = None if spec.observation_clip is None else RunningMoments(shape)
         self.reward_clip = spec.reward_clip
         self.return_moments = None if spec.reward_clip is None else RunningMoments(())
@@ -217,7 +232,9 @@ class NormalizingLearner(Generic[B]):
             raw, names = _observation_fields(batch)
             self._add(self.moments, raw.reshape(-1, *self.moments.mean.shape))
             for name in names:
-                changes[name] = self.moments.normalize(getattr(batch, name), self.observation_clip)
+                changes[name] = self.moments.normalize(
+                    getattr(batch, name), self.observation_clip, self.float_parts
+                )
         if self.return_moments is not None and self.reward_clip is not None:
             # the on-policy family alone allows env.normalize.rewards (its config check)
             assert isinstance(batch, Unrolls), "reward normalization learns from unrolls"

@@ -20,6 +20,7 @@ import numpy as np
 from rayrl.config import EnvConfig
 from rayrl.contract import Policy
 from rayrl.envs import resolve_env, suite_of
+from rayrl.envs.adapter import carried_observations, encoder_of, env_actions
 from rayrl.errors import ConfigError
 
 
@@ -61,15 +62,18 @@ def record_episode(config: EnvConfig, policy: Policy, seed: int) -> bytes:
 
         env = suite_of(config.id).make_render_env(resolve_env(config), wrap_raw=record)
         try:
+            encoder = encoder_of(env.observation_space)
             obs, _ = env.reset(seed=seed)
             finished, starts = False, np.ones(1, dtype=bool)
-            while not finished:
-                batch = np.asarray(obs)[None]
-                if batch.dtype == np.float64:  # as the training adapter serves them
-                    batch = batch.astype(np.float32)
-                out = policy.act(batch, starts, explore=False)
+            while not finished:  # observations and actions as the training adapter's
+                empty = gym.vector.utils.create_empty_array(env.observation_space, 1)
+                assert empty is not None  # None for spaces the encoder refuses
+                batch = gym.vector.utils.concatenate(env.observation_space, [obs], empty)
+                out = policy.act(carried_observations(batch, encoder), starts, explore=False)
                 starts = np.zeros(1, dtype=bool)
-                obs, _, terminated, truncated, _ = env.step(out.actions[0])
+                obs, _, terminated, truncated, _ = env.step(
+                    env_actions(env.action_space, out.actions)[0]
+                )
                 finished = terminated or truncated
         finally:
             env.close()  # RecordVideo writes the file when it closes

@@ -1,23 +1,24 @@
-"""The actor-critic network and policy that the on-policy algorithms (IMPALA, PPO) share,
-and the one forward pass over a batch of unrolls that both of their updates start from.
+"""The actor-critic network and policy that the on-policy algorithms (IMPALA, PPO, APPO) share,
+and the one forward pass over a batch of unrolls that their updates start from.
 
-The network has a policy head (logits for discrete actions, a Gaussian mean with a learned
-state-independent log-std for 1-D Box actions) and a value head on one torso, with an
-optional LSTM core between them (`algorithm.lstm_size`): a policy with memory, for
-partially observed tasks. The policy samples when exploring and takes the distribution's
-mode otherwise, and reports the behaviour log-probabilities that the on-policy processor
-keeps, and, when recurrent, the state it acted from, which each unroll keeps for its first
-step so that the learner replays the unroll from where the worker was. The learner does
-so with its own, possibly newer, weights (up to `max_policy_lag` versions): the stored
-state is then an approximation of the one its weights would have reached, the usual one
-(R2D2's "stored state"), which the acted log-probabilities' correction covers.
+The network has a policy head (logits for Discrete actions, one set per dimension for
+MultiDiscrete ones, a Gaussian mean with a learned state-independent log-std for 1-D Box
+actions; logits that the observation's action mask disallows set to the lowest float) and a
+value head on one torso, with an optional LSTM core between them (`algorithm.lstm_size`): a
+policy with memory, for partially observed tasks. The policy samples when exploring and
+takes the distribution's mode otherwise, and reports the behaviour log-probabilities that
+the on-policy processor keeps, and, when recurrent, the state it acted from, which each
+unroll keeps for its first step so that the learner replays the unroll from where the worker
+was. The learner does so with its own, possibly newer, weights (up to `max_policy_lag`
+versions): the stored state is then an approximation of the one its weights would have
+reached, the usual one (R2D2's "stored state"), which the acted log-probabilities'
+correction covers.
 
-Every forward runs over sequences, (B, T, ...) observations with (B, T) episode starts:
-a recurrent core starts afresh from zeros where an episode starts, the same rule the acting
+Every forward runs over sequences, (B, T, ...) observations with (B, T) episode starts: a
+recurrent core starts afresh from zeros where an episode starts, the same rule the acting
 policy follows, so the learner recomputes exactly the states the worker acted with (given
 the same weights). The core is an `LSTMCell` stepped over time rather than `nn.LSTM`,
-because the state must be reset inside a sequence wherever an episode begins.
-"""
+because the state must be reset inside a sequence wherever an episode begins."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from rayrl.algorithms.action_spaces import algorithms_for
+from rayrl.algorithms.distributions import FactoredCategorical
 from rayrl.algorithms.networks import Torso, load_numpy_state_dict, make_torso
 from rayrl.contract import Acting
 from rayrl.core import ModelInfo, PolicyOutput, Unrolls
@@ -69,6 +72,7 @@ class ActorCritic(nn.Module):
         algorithm: str,
         lstm_size: int | None = None,
         critic_torso: Torso | None = None,
+        action_mask: tuple[int, int] | None = None,
     ) -> None:
         super().__init__()
         self.torso = torso
@@ -82,17 +86,31 @@ class ActorCritic(nn.Module):
         if critic_torso is not None and lstm_size is None:
             value_features = critic_torso.out_features
         self.value = nn.Linear(value_features, 1)
+        self.action_mask = action_mask
+        check_actions(action_space, algorithm)
+        self.continuous = isinstance(action_space, spaces.Box)
+        self.categorical_sizes: tuple[int, ...] = ()
+        """The categoricals' sizes: one for Discrete actions, one per dimension for
+        MultiDiscrete ones (a factored categorical, whatever its number of dimensions);
+        none for Box actions."""
         if isinstance(action_space, spaces.Discrete):
-            self.continuous = False
-            self.policy = nn.Linear(features, int(action_space.n))
-        elif isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
-            self.continuous = True
+            self.categorical_sizes = (int(action_space.n),)
+        elif isinstance(action_space, spaces.MultiDiscrete):
+            self.categorical_sizes = tuple(int(n) for n in action_space.nvec)
+        self.factored = isinstance(action_space, spaces.MultiDiscrete)
+        if isinstance(action_space, spaces.Box):
             self.policy = nn.Linear(features, action_space.shape[0])
             self.log_std = nn.Parameter(torch.zeros(action_space.shape[0]))
         else:
+            self.policy = nn.Linear(features, sum(self.categorical_sizes))
+        if action_mask is not None and action_mask[1] - action_mask[0] != sum(
+            self.categorical_sizes
+        ):
             raise ConfigError(
-                f"algorithm.name={algorithm!r} supports Discrete and 1-D Box action spaces; "
-                f"this env has {action_space}"
+                f"algorithm.name={algorithm!r}: the observations' action_mask has "
+                f"{action_mask[1] - action_mask[0]} flags, and the actions are {action_space}; "
+                "a mask has one flag per discrete action (per choice of each MultiDiscrete "
+                "dimension, in order)"
             )
 
     @property
@@ -118,7 +136,7 @@ class ActorCritic(nn.Module):
             obs, episode_starts, state, with_critic=True
         )
         values = self.value(value_features).squeeze(-1)
-        return SequenceOutput(self.policy(features), values, states)
+        return SequenceOutput(self._head(features, obs), values, states)
 
     def policy_forward(
         self,
@@ -132,7 +150,28 @@ class ActorCritic(nn.Module):
         LSTM core, whose state the worker must carry for the learner to replay from."""
         with_critic = self.critic_core is not None
         features, _, states = self._features(obs, episode_starts, state, with_critic=with_critic)
-        return self.policy(features), states
+        return self._head(features, obs), states
+
+    def _head(self, features: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """The policy head, with the logits of actions that `obs`'s action mask disallows
+        at the lowest float: their probability is zero when acting, evaluating (the mode)
+        and learning (log-probabilities, entropy), and no gradient reaches them."""
+        head: torch.Tensor = self.policy(features)
+        if self.action_mask is None:
+            return head
+        start, stop = self.action_mask
+        allowed = obs[..., start:stop] > 0.5
+        # a categorical whose every action is masked keeps them all (gymnasium's `sample`
+        # with such a mask does the same): its logits at the lowest float would be a
+        # distribution that puts probability 1 on each action
+        allowed = torch.cat(
+            [
+                part | ~part.any(-1, keepdim=True)
+                for part in allowed.split(self.categorical_sizes, dim=-1)
+            ],
+            dim=-1,
+        )
+        return head.masked_fill(~allowed, torch.finfo(head.dtype).min)
 
     def _features(
         self,
@@ -165,10 +204,26 @@ class ActorCritic(nn.Module):
         return features, value_features, states
 
     def distribution(self, head: torch.Tensor) -> torch.distributions.Distribution:
-        if not self.continuous:
-            return torch.distributions.Categorical(logits=head)
-        std = self.log_std.exp().expand_as(head)
-        return torch.distributions.Independent(torch.distributions.Normal(head, std), 1)
+        if self.continuous:
+            std = self.log_std.exp().expand_as(head)
+            return torch.distributions.Independent(torch.distributions.Normal(head, std), 1)
+        if self.factored:
+            return FactoredCategorical(head, self.categorical_sizes)
+        return torch.distributions.Categorical(logits=head)
+
+
+def check_actions(action_space: spaces.Space[Any], algorithm: str) -> None:
+    """Raise a `ConfigError` naming `algorithm.name` for actions the policy cannot take."""
+    takes = (
+        isinstance(action_space, spaces.Discrete)
+        or (isinstance(action_space, spaces.MultiDiscrete) and action_space.nvec.ndim == 1)
+        or (isinstance(action_space, spaces.Box) and len(action_space.shape) == 1)
+    )
+    if not takes:
+        raise ConfigError(
+            f"algorithm.name={algorithm!r} takes Discrete, 1-D MultiDiscrete and 1-D Box "
+            f"actions; this env's are {action_space}: {algorithms_for(action_space)}"
+        )
 
 
 def _trunk(
@@ -204,7 +259,14 @@ def make_actor_critic(algo: OnPolicyConfig, spec: EnvSpec) -> ActorCritic:
 
     actor_torso = torso()  # first: the same seed gives the same policy torso either way
     critic_torso = torso() if algo.separate_critic else None
-    network = ActorCritic(actor_torso, spec.action_space, algo.name, algo.lstm_size, critic_torso)
+    network = ActorCritic(
+        actor_torso,
+        spec.action_space,
+        algo.name,
+        algo.lstm_size,
+        critic_torso,
+        action_mask=spec.action_mask,
+    )
     if algo.orthogonal_init:
         initialize_orthogonally(network)
     return network
@@ -271,9 +333,17 @@ class ActorCriticPolicy:
             elif self.network.continuous:
                 noise = torch.randn(head.shape, generator=self.generator)
                 actions = head + noise * self.network.log_std.exp()
-            else:
-                probs = torch.softmax(head, dim=-1)  # the Categorical's, sampled with our generator
-                actions = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+            else:  # each categorical's probabilities, sampled with our generator
+                chunks = head.split(self.network.categorical_sizes, dim=-1)
+                actions = torch.cat(
+                    [
+                        torch.multinomial(torch.softmax(chunk, -1), 1, generator=self.generator)
+                        for chunk in chunks
+                    ],
+                    dim=-1,
+                )
+                if not self.network.factored:
+                    actions = actions.squeeze(-1)
             logp = distribution.log_prob(actions)
         reported = {}
         if states is not None:

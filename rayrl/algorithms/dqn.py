@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from gymnasium import spaces
 
+from rayrl.algorithms.action_spaces import algorithms_for
 from rayrl.algorithms.exploration import apex_epsilons, linear_epsilon
 from rayrl.algorithms.networks import QNetwork, load_numpy_state_dict, make_torso
 from rayrl.algorithms.torch_learner import Checkpointed, TorchLearner
@@ -67,7 +68,12 @@ def _num_actions(spec: EnvSpec) -> int:
     if not isinstance(spec.action_space, spaces.Discrete):
         raise ConfigError(
             f"algorithm.name='dqn' needs a discrete action space; this env has "
-            f"{spec.action_space}. Use an algorithm with continuous actions (impala, ppo)"
+            f"{spec.action_space}: {algorithms_for(spec.action_space)}"
+        )
+    if spec.action_mask is not None:
+        raise ConfigError(
+            "algorithm.name='dqn' does not honour the observations' action_mask; use an "
+            "algorithm that does (appo, impala, ppo)"
         )
     return int(spec.action_space.n)
 

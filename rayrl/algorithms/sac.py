@@ -26,6 +26,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from rayrl.algorithms.action_spaces import algorithms_for
 from rayrl.algorithms.networks import MLPTorso, load_numpy_state_dict
 from rayrl.algorithms.torch_learner import Checkpointed, TorchLearner
 from rayrl.config import Config, LearnerConfig, RunConfig
@@ -93,8 +94,13 @@ def _action_bounds(spec: EnvSpec) -> spaces.Box:
     space = spec.action_space
     if not isinstance(space, spaces.Box) or len(space.shape) != 1:
         raise ConfigError(
-            f"algorithm.name='sac' needs a 1-D Box action space; this env has {space}. Use "
-            "an algorithm for discrete actions (dqn, impala, ppo)"
+            f"algorithm.name='sac' needs a 1-D Box action space; this env has {space}: "
+            f"{algorithms_for(space)}"
+        )
+    if spec.action_mask is not None:
+        raise ConfigError(
+            "algorithm.name='sac' does not honour the observations' action_mask (a mask "
+            "is for discrete actions); use an algorithm that does (appo, impala, ppo)"
         )
     if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
         raise ConfigError(

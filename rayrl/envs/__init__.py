@@ -25,6 +25,7 @@ from rayrl.envs.adapter import VectorEnvAdapter
 from rayrl.envs.atari import ATARI
 from rayrl.envs.minatar import MINATAR
 from rayrl.envs.mujoco import MUJOCO
+from rayrl.envs.observations import check_observation_space
 from rayrl.envs.plain import PLAIN
 from rayrl.envs.spec import EnvSpec, EnvSuite
 from rayrl.errors import ConfigError
@@ -79,6 +80,11 @@ def make_env(
     """A vector env of `num_envs` copies; `training` turns on the training-only signal."""
     config = resolve_env(config)
     env = suite_of(config.id).make_vector_env(config, num_envs, num_threads)
+    try:
+        check_observation_space(env.single_observation_space, "env.id", config.id)
+    except ConfigError:
+        env.close()
+        raise
     return VectorEnvAdapter(
         env,
         clip_rewards=training and config.clip_rewards is True,  # None was resolved above
@@ -112,16 +118,25 @@ def spec_of(env: VectorEnvAdapter, config: EnvConfig) -> EnvSpec:
         frame_stack=suite_of(config.id).frame_stack(config),
         observation_clip=normalize.clip if normalize.observations else None,
         reward_clip=normalize.clip if normalize.rewards else None,
+        layout=None if env.encoder is None else env.encoder.layout,
     )
 
 
-def check_normalization(config: EnvConfig, spec: EnvSpec) -> None:
+def check_normalization(config: EnvConfig, spec: EnvSpec, raw_space: gym.spaces.Space) -> None:
     """Raise a `ConfigError` if observation normalisation is asked for observations it
-    cannot apply to (frames and grids, which the networks scale themselves)."""
-    space = spec.observation_space
-    floating = space.dtype is not None and np.issubdtype(space.dtype, np.floating)
-    if config.normalize.observations and not (isinstance(space, gym.spaces.Box) and floating):
+    cannot apply to: frames and grids, which the networks scale themselves, or flattened
+    observations without a float part (it normalizes the float parts only)."""
+    if not config.normalize.observations:
+        return
+    if spec.layout is not None:
+        normalizable = bool(spec.layout.float_parts)
+    else:
+        dtype = spec.observation_space.dtype
+        normalizable = dtype is not None and np.issubdtype(dtype, np.floating)
+    if not normalizable:
         raise ConfigError(
-            f"env.normalize.observations=true needs float vector observations (a Box of "
-            f"floats); {config.id!r} gives {space}. Leave it false for frames and grids"
+            f"env.normalize.observations=true needs float observations (a Box of floats, or "
+            f"a Dict or Tuple with a float Box part, the only parts it normalizes); "
+            f"{config.id!r} gives {raw_space}. Leave it false for frames, grids and "
+            "discrete observations"
         )

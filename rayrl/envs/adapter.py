@@ -6,6 +6,9 @@ episode returns the *reset* observation, and the true final observation arrives 
 true successor, so a transition is never paired with the next episode's first observation
 (the off-by-one that the NEXT_STEP default invites), and no step is wasted on a reset.
 
+Observations of any space but a Box come out flattened to one float32 vector each
+(`rayrl.envs.observations`), the final ones too.
+
 It also applies the training-only learning signal (sign-clipped rewards, a lost life as a
 terminal) while counting episode returns on the raw rewards of whole games.
 """
@@ -19,6 +22,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from rayrl.core import StepBatch
+from rayrl.envs.observations import ObservationEncoder, is_flattened
 
 
 class Episode(NamedTuple):
@@ -44,7 +48,13 @@ class VectorEnvAdapter:
             raise ValueError(f"VectorEnvAdapter needs autoreset mode SAME_STEP, got {mode}")
         self.env = env
         self.num_envs = env.num_envs
-        self.single_observation_space = env.single_observation_space
+        self.raw_observation_space = env.single_observation_space
+        """The env's own observation space (`single_observation_space` is what rayrl
+        carries: the flattened one for a space that is not a Box)."""
+        self.encoder = encoder_of(self.raw_observation_space)
+        self.single_observation_space = (
+            self.raw_observation_space if self.encoder is None else self.encoder.space
+        )
         self.single_action_space = env.single_action_space
         self.clip_rewards = clip_rewards
         self.terminal_on_life_loss = terminal_on_life_loss
@@ -60,7 +70,7 @@ class VectorEnvAdapter:
     def reset(self, seed: int | None = None) -> np.ndarray:
         """Reset every env (env i gets seed + i) and return the first observations."""
         obs, info = self.env.reset(seed=seed)
-        self.obs = self._cast(obs)
+        self.obs = carried_observations(obs, self.encoder)
         self.episode_starts = np.ones(self.num_envs, dtype=bool)
         self._lives = self._read_lives(info)
         self._returns[:] = 0.0
@@ -77,14 +87,13 @@ class VectorEnvAdapter:
         """Step every env; `self.obs` moves on to the observations for the next actions.
         `extras` and `state` (the policy's, see `PolicyOutput`) travel with the step.
 
-        Continuous actions are clipped to the action space for the env; the StepBatch keeps
-        them as the policy produced them (their log-probabilities refer to those)."""
-        env_actions = actions
-        if isinstance(self.single_action_space, gym.spaces.Box):
-            space = self.single_action_space
-            env_actions = np.clip(actions, space.low, space.high).astype(space.dtype)
-        obs, rewards, terminated, truncated, info = self.env.step(env_actions)
-        obs = self._cast(obs)
+        Continuous actions are clipped to the action space for the env, and discrete ones
+        offset by the space's `start`; the StepBatch keeps them as the policy produced them
+        (their log-probabilities refer to those)."""
+        obs, rewards, terminated, truncated, info = self.env.step(
+            env_actions(self.single_action_space, actions)
+        )
+        obs = carried_observations(obs, self.encoder)
         terminated = np.asarray(terminated, dtype=bool)
         truncated = np.asarray(truncated, dtype=bool)
         env_reset = terminated | truncated
@@ -95,7 +104,8 @@ class VectorEnvAdapter:
             next_obs = obs.copy()
             final_obs = info["final_obs"]
             for i in np.flatnonzero(env_reset):
-                next_obs[i] = final_obs[i]
+                final = final_obs[i]
+                next_obs[i] = final if self.encoder is None else self.encoder.encode_one(final)
 
         learn_terminated = terminated.copy()
         lives = self._read_lives(info)
@@ -137,11 +147,32 @@ class VectorEnvAdapter:
             self._lengths[i] = 0
 
     @staticmethod
-    def _cast(obs: np.ndarray) -> np.ndarray:
-        # float64 observations would double replay memory for no gain in precision that matters
-        return obs.astype(np.float32) if obs.dtype == np.float64 else obs
-
-    @staticmethod
     def _read_lives(info: dict[str, Any]) -> np.ndarray | None:
         lives = info.get("lives")
         return None if lives is None else np.asarray(lives).copy()
+
+
+def encoder_of(space: gym.spaces.Space[Any]) -> ObservationEncoder | None:
+    """What flattens observations of `space`; None for a Box, which travels as it comes."""
+    return ObservationEncoder(space) if is_flattened(space) else None
+
+
+def carried_observations(obs: Any, encoder: ObservationEncoder | None) -> np.ndarray:
+    """A batch of observations as rayrl carries them: flattened (`encoder`), or float64
+    cast to float32 (which would double replay memory for no gain in precision that
+    matters)."""
+    if encoder is not None:
+        return encoder.encode(obs)
+    return obs.astype(np.float32) if obs.dtype == np.float64 else obs
+
+
+def env_actions(space: gym.spaces.Space[Any], actions: np.ndarray) -> np.ndarray:
+    """A batch of the policy's actions as the env takes them: continuous ones clipped to
+    the space, discrete ones offset by its `start` (the policies count from 0)."""
+    if isinstance(space, gym.spaces.Box):
+        return np.clip(actions, space.low, space.high).astype(space.dtype)
+    if isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete) and np.any(
+        space.start != 0
+    ):
+        return actions + space.start
+    return actions

@@ -19,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 from rayrl.config import EnvConfig
+from rayrl.envs.observations import ObservationLayout
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,14 @@ class EnvSpec:
     reward_clip: float | None = None
     """With `env.normalize.rewards`, the clip of the normalized rewards the learner learns
     from; None when it learns from the rewards as they come."""
+    layout: ObservationLayout | None = None
+    """Where the parts of a flattened observation are (`rayrl.envs.observations`); None
+    for observations that come as a Box."""
+
+    @property
+    def action_mask(self) -> tuple[int, int] | None:
+        """The [start, stop) of the allowed actions' flags in each observation, or None."""
+        return None if self.layout is None else self.layout.action_mask
 
 
 def observation_bytes(spec: EnvSpec) -> int:

@@ -8,6 +8,7 @@ import pytest
 from rayrl.envs import env_spec
 from rayrl.presets import load_config, with_overrides
 from rayrl.video import record_episode
+from tests import space_envs
 from tests.parts import policy_for
 
 
@@ -18,6 +19,9 @@ from tests.parts import policy_for
         ("pong_dqn", ["env.max_episode_steps=50"]),  # a short, truncated game
         ("cartpole_impala", []),
         ("hopper_sac", ["env.max_episode_steps=30"]),  # MuJoCo renders headless (EGL)
+        # flattened observations, an action mask and actions offset by the space's start
+        ("cartpole_ppo", [f"env.id={space_envs.env_id('masked', 'discrete')}"]),
+        ("cartpole_ppo", [f"env.id={space_envs.env_id('dict', 'multi_discrete')}"]),
     ],
 )
 def test_recorded_episode_is_an_mp4_played_by_the_trained_policy_shape(preset, overrides):

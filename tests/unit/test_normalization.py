@@ -25,6 +25,7 @@ from rayrl.normalization import (
 from rayrl.presets import load_config
 from rayrl.processing import RETURN_EXTRA, UnrollProcessor
 from rayrl.worker import RolloutWorker
+from tests import space_envs
 from tests.parts import all_starting, learner_for, policy_for
 
 NORMALIZED = ["env.normalize.observations=true", "algorithm.hidden_sizes=[16]"]
@@ -132,6 +133,54 @@ def test_unrolls_count_each_step_once_and_normalize_their_final_observations():
     np.testing.assert_allclose(learner.moments.mean, steps.mean(0), rtol=1e-6)
     expected = (2.0 - steps.mean(0)) / np.sqrt(steps.var(0) + 1e-8)
     np.testing.assert_allclose(recording.batches[0].final_obs[0], expected, atol=1e-5)
+
+
+def test_only_the_float_parts_of_a_flattened_observation_are_normalized():
+    """A Dict of a float Box, a one-hot code, 0/1 flags and the steps (a float Box): the
+    learner's batch and the policy's input keep the one-hot and the flags bit for bit."""
+    config = load_config(
+        "cartpole_ppo", [*NORMALIZED, f"env.id={space_envs.env_id('dict', 'discrete')}"]
+    )
+    spec = env_spec(config.env)
+    floats = np.zeros(spec.observation_space.shape, bool)
+    for start, stop in spec.layout.float_parts:
+        floats[start:stop] = True
+    assert floats.any()
+    assert not floats.all()
+    learner = learner_for(config, spec)
+    recording = learner.learner = Recording(learner.learner)
+    rng = np.random.default_rng(2)
+    obs = rng.integers(0, 2, size=(16, 9, len(floats))).astype(np.float32)
+    obs[..., floats] = rng.normal(loc=5.0, size=obs[..., floats].shape)
+    learner.update(
+        Unrolls(
+            obs=obs,
+            actions=rng.integers(0, 3, size=(16, 8)),
+            rewards=np.ones((16, 8), np.float32),
+            terminated=np.zeros((16, 8), bool),
+            truncated=np.zeros((16, 8), bool),
+            env_reset=np.zeros((16, 8), bool),
+            final_obs=np.zeros((0, len(floats)), np.float32),
+            final_index=np.zeros((0, 2), np.int64),
+            policy_versions=np.zeros(16, np.int64),
+            extras={"logp": np.full((16, 8), np.log(1 / 3), np.float32)},
+        )
+    )
+    seen = recording.batches[0].obs
+    np.testing.assert_array_equal(seen[..., ~floats], obs[..., ~floats])
+    assert abs(float(seen[:, :-1][..., floats].mean())) < 0.1  # centred: normalized
+
+    policy = policy_for(config, spec, None)
+    assert isinstance(policy, NormalizingPolicy)
+    policy.set_weights(learner.get_weights())
+    seen_by_network = []
+    act = policy.policy.act
+    policy.policy.act = lambda obs, *args, **kwargs: (
+        seen_by_network.append(obs) or act(obs, *args, **kwargs)
+    )
+    policy.act(obs[:, 0], all_starting(obs[:, 0]), explore=True)
+    np.testing.assert_array_equal(seen_by_network[0][:, ~floats], obs[:, 0][:, ~floats])
+    assert not np.array_equal(seen_by_network[0][:, floats], obs[:, 0][:, floats])
 
 
 def test_workers_and_the_evaluator_act_on_the_learners_statistics(pendulum):
