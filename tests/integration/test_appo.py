@@ -28,3 +28,12 @@ def test_appo_with_ray_trains_checkpoints_and_evaluates(ray_cluster, tiny_run, o
     assert np.isfinite(result.final_eval.mean)
     evaluation = rayrl.evaluate(result.run_dir, episodes=2, which="latest")
     assert len(evaluation.returns) == 2
+
+
+def test_appo_with_two_learners_keeps_them_identical(ray_cluster, tiny_run):
+    """Two all-reduced learners (`learner.num_learners=2`): each recomputes V-trace targets
+    on its own batches every pass, and the averaged gradients keep their parameters equal."""
+    result = rayrl.train("cartpole_appo", overrides=[*tiny_run, "learner.num_learners=2"])
+    assert result.counters.updates >= 1
+    assert len(result.learner_digests) == 2
+    assert len(set(result.learner_digests)) == 1
