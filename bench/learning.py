@@ -195,6 +195,10 @@ FOLLOWS = {
     "halfcheetah_sac": "CleanRL's SAC (deterministic actions); CleanRL reports training returns",
     "hopper_sac": "CleanRL's SAC (deterministic actions); CleanRL reports training returns",
     "halfcheetah_ppo": "CleanRL's PPO reports training returns; here the Gaussian's mean",
+    "popgym_repeat_previous_ppo": (
+        "the greedy policy's mean return (the POPGym paper reports MMER: the maximum over "
+        "training of the mean episode return)"
+    ),
 }
 """Which published evaluation protocol each preset follows."""
 
@@ -250,7 +254,9 @@ def run_name(variant: str, game: str, seed: int, budget: int | None = None) -> s
     return name if budget is None else f"{name}-{budget}"
 
 
-RUN_NAME = re.compile(r"(?P<variant>\w+(\+\w+)?)-(?P<game>\w+)-s(?P<seed>\d+)(-(?P<budget>\d+))?")
+RUN_NAME = re.compile(
+    r"(?P<variant>\w+(\+\w+)?)-(?P<game>\w[\w-]*)-s(?P<seed>\d+)(-(?P<budget>\d+))?"
+)
 """What `run_name` makes: a run directory of this benchmark."""
 
 
@@ -271,8 +277,9 @@ def is_minatar(preset: str) -> bool:
 def game_of(env_id: str) -> str:
     """An env's name in run names and tables: its id without namespace and version
     (`MinAtar/Breakout-v1`: Breakout, `ALE/Pong-v5`: Pong, `rayrl/CartPoleNoVel-v1`:
-    CartPoleNoVel)."""
-    return re.sub(r"-v\d+$", "", env_id.rpartition("/")[2])
+    CartPoleNoVel), and without the module a "module:EnvId" id imports
+    (`popgym:popgym-RepeatPreviousEasy-v0`: popgym-RepeatPreviousEasy)."""
+    return re.sub(r"-v\d+$", "", env_id.rpartition(":")[2].rpartition("/")[2])
 
 
 def own_game(preset: str) -> str:
@@ -366,7 +373,7 @@ def train(
             print(f"{path.name}: {done:,} env steps already, skipped", flush=True)
             return path
         print(f"{path.name}: resuming at {done:,} env steps", flush=True)
-        rayrl.train(resume=path, overrides=budget)
+        rayrl.train(resume=path, overrides=budget, trust_env=True)  # a run made here
         return path
     if (kept := RECORDS / f"{path.name}.json").is_file():
         raise SystemExit(
@@ -409,7 +416,9 @@ def evaluate_final(path: Path) -> None:
     if file.is_file() and json.loads(file.read_text())["env_steps"] == env_steps:
         return
     try:
-        result = rayrl.evaluate(path, episodes=FINAL_EPISODES, which="latest")
+        result = rayrl.evaluate(
+            path, episodes=FINAL_EPISODES, which="latest", trust_env=True  # a run made here
+        )
     except CheckpointError as exc:  # one unreadable run must not stop the report
         print(f"{path.name}: no final evaluation ({exc})", flush=True)
         return
