@@ -52,6 +52,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=6.0)
     args = parser.parse_args()
+    if not hasattr(os, "sched_setaffinity"):
+        raise SystemExit("neighbour_cost.py pins processes to cores: Linux only")
     torch.set_num_threads(1)
     os.sched_setaffinity(0, {0})
     config = load_config(args.preset)
