@@ -77,7 +77,17 @@ def test_each_policy_gradient_algorithm_acts_in_each_space_in_one_process(
     [("cartpole_ppo", kind, "discrete") for kind in OBSERVATIONS] + ACTING,
 )
 def test_every_space_trains_with_ray(ray_cluster, tiny_run, preset, observation, action):
-    result = rayrl.train(preset, overrides=[*tiny_run, *overrides(observation, action)])
+    """The workers paced one update ahead of the learner, so that the run cannot end its
+    budget before the learner has learned from the space (unpaced, a worker can sample a
+    tiny budget before the learner's process has started)."""
+    result = rayrl.train(
+        preset,
+        overrides=[
+            *tiny_run,
+            *overrides(observation, action),
+            "algorithm.sample_ahead_updates=1",
+        ],
+    )
     assert result.counters.env_steps >= 2048
     assert result.counters.updates >= 1
     assert np.isfinite(result.final_eval.mean)
