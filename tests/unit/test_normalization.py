@@ -108,6 +108,26 @@ def test_the_learner_learns_from_normalized_observations_and_publishes_their_mom
     assert recording.batches[-1].obs[0, 2] == pytest.approx(config.env.normalize.clip)
 
 
+def uniform_unrolls(
+    obs: np.ndarray, actions: int, final_obs: np.ndarray, final_index: list
+) -> Unrolls:
+    """Unrolls of `obs` (B, T + 1, ...) with reward 1 at every step, no episode end, and
+    actions drawn uniformly from `actions` choices (their log-probabilities)."""
+    batch, steps = obs.shape[0], obs.shape[1] - 1
+    return Unrolls(
+        obs=obs,
+        actions=np.random.default_rng(0).integers(0, actions, size=(batch, steps)),
+        rewards=np.ones((batch, steps), np.float32),
+        terminated=np.zeros((batch, steps), bool),
+        truncated=np.zeros((batch, steps), bool),
+        env_reset=np.zeros((batch, steps), bool),
+        final_obs=final_obs,
+        final_index=np.array(final_index, np.int64).reshape(-1, 2),
+        policy_versions=np.zeros(batch, np.int64),
+        extras={"logp": np.full((batch, steps), np.log(1 / actions), np.float32)},
+    )
+
+
 def test_unrolls_count_each_step_once_and_normalize_their_final_observations():
     config = load_config("cartpole_ppo", NORMALIZED)
     learner = learner_for(config, env_spec(config.env))
@@ -115,17 +135,8 @@ def test_unrolls_count_each_step_once_and_normalize_their_final_observations():
     recording = learner.learner = Recording(learner.learner)
     rng = np.random.default_rng(1)
     obs = rng.normal(loc=2.0, size=(64, 9, 4)).astype(np.float32)
-    unrolls = Unrolls(
-        obs=obs,
-        actions=rng.integers(0, 2, size=(64, 8)),
-        rewards=np.ones((64, 8), np.float32),
-        terminated=np.zeros((64, 8), bool),
-        truncated=np.zeros((64, 8), bool),
-        env_reset=np.zeros((64, 8), bool),
-        final_obs=np.full((1, 4), 2.0, np.float32),
-        final_index=np.array([[0, 3]]),
-        policy_versions=np.zeros(64, np.int64),
-        extras={"logp": np.full((64, 8), np.log(0.5), np.float32)},
+    unrolls = uniform_unrolls(
+        obs, actions=2, final_obs=np.full((1, 4), 2.0, np.float32), final_index=[[0, 3]]
     )
     learner.update(unrolls)
     steps = obs[:, :-1].reshape(-1, 4)
@@ -153,17 +164,8 @@ def test_only_the_float_parts_of_a_flattened_observation_are_normalized():
     obs = rng.integers(0, 2, size=(16, 9, len(floats))).astype(np.float32)
     obs[..., floats] = rng.normal(loc=5.0, size=obs[..., floats].shape)
     learner.update(
-        Unrolls(
-            obs=obs,
-            actions=rng.integers(0, 3, size=(16, 8)),
-            rewards=np.ones((16, 8), np.float32),
-            terminated=np.zeros((16, 8), bool),
-            truncated=np.zeros((16, 8), bool),
-            env_reset=np.zeros((16, 8), bool),
-            final_obs=np.zeros((0, len(floats)), np.float32),
-            final_index=np.zeros((0, 2), np.int64),
-            policy_versions=np.zeros(16, np.int64),
-            extras={"logp": np.full((16, 8), np.log(1 / 3), np.float32)},
+        uniform_unrolls(
+            obs, actions=3, final_obs=np.zeros((0, len(floats)), np.float32), final_index=[]
         )
     )
     seen = recording.batches[0].obs
