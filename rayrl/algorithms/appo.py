@@ -5,7 +5,8 @@ with `with_vtrace`): the probability ratio r = pi / mu is taken against the poli
 acted (mu, from the unroll), bounded to [0.05, 20] and clipped to [1 / (1 + clip), 1 + clip];
 before each pass over a batch the network as it is then gives V-trace's value targets v_s
 and advantages rho_s (r_s + gamma v_{s+1} - V(x_s)), rho and the traces from the bounded
-ratio (the same `vtrace` as IMPALA's, the policy gradient's weight clipped at `rho_clip`),
+ratio (the same `vtrace` as IMPALA's, the policy gradient's weight clipped at `rho_clip`,
+the traces optionally scaled by a lambda, which Sample Factory does not have),
 so that several passes over unrolls a few versions old stay corrected; the advantages are
 normalised per minibatch; the value loss may be clipped.
 
@@ -96,6 +97,10 @@ class APPOConfig(ClippedObjectiveConfig):
     advantages (rho bar)."""
     c_clip: float = bounded(1.0, gt=0.0)
     """V-trace: clipping of the trace coefficients (c bar)."""
+    trace_lambda: float = bounded(1.0, ge=0.0, le=1.0)
+    """V-trace's lambda, which scales the trace coefficients (c = lambda min(c_bar, rho)):
+    1 is Sample Factory's (plain V-trace); on-policy, lambda makes the advantages PPO's
+    GAE(lambda) and the value targets its lambda-returns."""
 
 
 class APPOLearner(ClippedObjectiveLearner):
@@ -128,6 +133,7 @@ class APPOLearner(ClippedObjectiveLearner):
                 rho_clip=algo.rho_clip,
                 c_clip=algo.c_clip,
                 pg_rho_clip=algo.rho_clip,
+                trace_lambda=algo.trace_lambda,
             )
         columns = {
             "actions": self.tensor(batch.actions),
@@ -152,4 +158,5 @@ ALGORITHM = Algorithm(
     family=ON_POLICY,
     make_policy=make_actor_critic_policy,
     make_learner=APPOLearner,
+    several_agents=True,
 )

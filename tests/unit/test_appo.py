@@ -5,13 +5,14 @@ its recurrent learner (feed-forward updates and Box actions: test_ppo.py)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
 from rayrl.algorithms.appo import RATIO_LIMITS, APPOLearner
-from rayrl.algorithms.ppo import ppo_loss
+from rayrl.algorithms.ppo import gae, ppo_loss
 from rayrl.core import Unrolls
 from rayrl.envs import env_spec
 from rayrl.presets import load_config
@@ -111,11 +112,12 @@ def episode_batch(rng: np.random.Generator, unrolls: int = 3, steps: int = 6) ->
     )
 
 
-def reference_targets(network, batch, gamma, rho_clip, c_clip):
+def reference_targets(network, batch, gamma, rho_clip, c_clip, lam=1.0):
     """V-trace as the paper writes it, one unroll and one step at a time:
     v_s = V(x_s) + sum_{t=s}^{end} (prod_{i=s}^{t-1} gamma_i c_i) delta_t up to the episode's
-    end, and the advantage rho_s (r_s + gamma_s v_{s+1} - V(x_s)), with v_{s+1} the next
-    value itself after an episode's or the unroll's end; ratios bounded to [0.05, 20]."""
+    end, c_i = lam min(c_clip, ratio_i), and the advantage
+    rho_s (r_s + gamma_s (lam v_{s+1} + (1 - lam) V(x_{s+1})) - V(x_s)), with the next value
+    itself after an episode's or the unroll's end; ratios bounded to [0.05, 20]."""
     vs_all, adv_all = [], []
     for b in range(len(batch.actions)):
         with torch.no_grad():
@@ -126,7 +128,7 @@ def reference_targets(network, batch, gamma, rho_clip, c_clip):
         done = batch.terminated[b] | batch.truncated[b]
         disc = [0.0 if batch.terminated[b][t] else gamma for t in range(steps)]
         rho = [min(rho_clip, float(r)) for r in ratio]
-        c = [min(c_clip, float(r)) for r in ratio]
+        c = [lam * min(c_clip, float(r)) for r in ratio]
         r = batch.rewards[b]
         v = [float(x) for x in values]
         delta = [rho[t] * (r[t] + disc[t] * v[t + 1] - v[t]) for t in range(steps)]
@@ -142,7 +144,8 @@ def reference_targets(network, batch, gamma, rho_clip, c_clip):
             vs.append(total)
         adv = []
         for s in range(steps):
-            after = v[s + 1] if done[s] or s == steps - 1 else vs[s + 1]
+            inside = not (done[s] or s == steps - 1)
+            after = lam * vs[s + 1] + (1 - lam) * v[s + 1] if inside else v[s + 1]
             adv.append(rho[s] * (r[s] + disc[s] * after - v[s]))
         vs_all.append(vs)
         adv_all.append(adv)
@@ -150,23 +153,64 @@ def reference_targets(network, batch, gamma, rho_clip, c_clip):
     return torch.tensor(vs_all, dtype=torch.float32), torch.tensor(adv_all, dtype=torch.float32)
 
 
-def test_targets_are_vtrace_against_the_acting_policy(cartpole):
+@pytest.mark.parametrize("trace_lambda", [1.0, 0.8])
+def test_targets_are_vtrace_against_the_acting_policy(cartpole, trace_lambda):
     """Advantages and value targets are V-trace's as the paper writes it (IMPALA's `vtrace`
     computes them), with the ratio against the acting policy, bounded, the policy
-    gradient's weight clipped at rho_clip, across terminations inside the unrolls."""
+    gradient's weight clipped at rho_clip, the traces scaled by lambda, across terminations
+    inside the unrolls."""
     config, spec = cartpole
+    config = replace(config, algorithm=replace(config.algorithm, trace_lambda=trace_lambda))
     learner = learner_for(config, spec)
     assert isinstance(learner, APPOLearner)
     batch = episode_batch(np.random.default_rng(0))
     columns, metrics = learner.columns(batch)
 
     algo = config.algorithm
-    vs, adv = reference_targets(learner.network, batch, algo.gamma, algo.rho_clip, algo.c_clip)
+    vs, adv = reference_targets(
+        learner.network, batch, algo.gamma, algo.rho_clip, algo.c_clip, trace_lambda
+    )
     torch.testing.assert_close(columns["returns"], vs, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(columns["advantages"], adv, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(columns["old_logp"], learner.tensor(batch.extras["logp"]))
     assert bool((columns["weights"] == 1).all())
     assert metrics["learner/ratio_deviation"] > 0.1
+
+
+def test_on_policy_targets_with_a_lambda_are_ppos_gae_and_lambda_returns(cartpole):
+    """Unrolls acted by the learner's own network: V-trace with lambda gives PPO's
+    GAE(lambda) advantages and lambda-returns on the same data."""
+    config, spec = cartpole
+    config = replace(config, algorithm=replace(config.algorithm, trace_lambda=0.9))
+    learner = learner_for(config, spec)
+    batch = episode_batch(np.random.default_rng(1))
+    obs = torch.from_numpy(batch.obs)
+    with torch.no_grad():
+        heads, values = zip(*(heads_and_values(learner.network, o) for o in obs), strict=True)
+    logp = torch.stack(
+        [
+            torch.log_softmax(h[:-1], 1)[torch.arange(6), a]
+            for h, a in zip(heads, batch.actions, strict=True)
+        ]
+    )
+    batch.extras["logp"] = logp.numpy()
+    columns, _ = learner.columns(batch)
+
+    values = torch.stack(values)
+    discounts = torch.from_numpy(np.where(batch.terminated, 0.0, config.algorithm.gamma))
+    continues = torch.from_numpy(~(batch.terminated | batch.truncated)).double()
+    advantages = gae(
+        torch.from_numpy(batch.rewards).T.double(),
+        values[:, :-1].T.double(),
+        values[:, 1:].T.double(),
+        discounts.T,
+        continues.T,
+        0.9,
+    ).T.float()
+    torch.testing.assert_close(columns["advantages"], advantages, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        columns["returns"], advantages + values[:, :-1], atol=1e-5, rtol=1e-5
+    )
 
 
 def test_the_learner_passes_the_asymmetric_clip_the_bounds_and_unit_weights(cartpole, monkeypatch):
