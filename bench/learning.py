@@ -195,6 +195,10 @@ FOLLOWS = {
     "halfcheetah_sac": "CleanRL's SAC (deterministic actions); CleanRL reports training returns",
     "hopper_sac": "CleanRL's SAC (deterministic actions); CleanRL reports training returns",
     "halfcheetah_ppo": "CleanRL's PPO reports training returns; here the Gaussian's mean",
+    "mpe_spread_ppo": (
+        "the policy's samples; a return is the mean of the agents' returns over the episode "
+        "(EPyMARL reports the team reward's sum over the episode divided by the agents)"
+    ),
     "popgym_repeat_previous_ppo": (
         "the greedy policy's mean return (the POPGym paper reports MMER: the maximum over "
         "training of the mean episode return)"
@@ -278,8 +282,10 @@ def game_of(env_id: str) -> str:
     """An env's name in run names and tables: its id without namespace and version
     (`MinAtar/Breakout-v1`: Breakout, `ALE/Pong-v5`: Pong, `rayrl/CartPoleNoVel-v1`:
     CartPoleNoVel), and without the module a "module:EnvId" id imports
-    (`popgym:popgym-RepeatPreviousEasy-v0`: popgym-RepeatPreviousEasy)."""
-    return re.sub(r"-v\d+$", "", env_id.rpartition(":")[2].rpartition("/")[2])
+    (`popgym:popgym-RepeatPreviousEasy-v0`: popgym-RepeatPreviousEasy) or the package of
+    a PettingZoo module (`pettingzoo:mpe2.simple_spread_v3`: simple_spread)."""
+    name = env_id.rpartition(":")[2].rpartition("/")[2].rpartition(".")[2]
+    return re.sub(r"[-_]v\d+$", "", name)
 
 
 def own_game(preset: str) -> str:
@@ -417,7 +423,10 @@ def evaluate_final(path: Path) -> None:
         return
     try:
         result = rayrl.evaluate(
-            path, episodes=FINAL_EPISODES, which="latest", trust_env=True  # a run made here
+            path,
+            episodes=FINAL_EPISODES,
+            which="latest",
+            trust_env=True,  # a run made here
         )
     except CheckpointError as exc:  # one unreadable run must not stop the report
         print(f"{path.name}: no final evaluation ({exc})", flush=True)

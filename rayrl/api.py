@@ -30,6 +30,7 @@ from rayrl.envs import (
     make_env,
     spec_of,
 )
+from rayrl.envs.pettingzoo import PREFIX, is_trusted, module_of
 from rayrl.errors import CheckpointError, ConfigError, UserError
 from rayrl.evaluation import Evaluator
 from rayrl.host import check_supported
@@ -59,7 +60,9 @@ def validate(config: Config, checkpoint: dict[str, Any] | None = None) -> None:
         spec = spec_of(env, config.env)
         check_normalization(config.env, spec, env.raw_observation_space)
         acting = Acting.for_evaluation(config.run.seed)
-        policy = ALGORITHMS[config.algorithm.name].build_policy(config.algorithm, spec, acting)
+        algorithm = ALGORITHMS[config.algorithm.name]
+        policy = algorithm.build_policy(config.algorithm, spec, acting)
+        algorithm.family.store_settings(config, spec)  # a store that holds a chunk
         _check_weights(config, spec, policy, checkpoint)
         _act_once(config, env, policy)
     finally:
@@ -227,10 +230,11 @@ def train(
 def check_trusted_env(config: Config, source: str, trust_env: bool) -> None:
     """Refuse a config read from a file (a run directory, a checkpoint) whose env id is
     "module:EnvId" unless `trust_env`: building that env imports the module, which runs its
-    code, and such a file may have come from anyone."""
+    code, and such a file may have come from anyone. PettingZoo ids of the packages rayrl's
+    extra installs ("pettingzoo:mpe2.simple_spread_v3") import only those packages' code."""
     for key, env_id in (("env.id", config.env.id), ("env.eval_id", config.env.eval_id)):
-        if env_id is not None and ":" in env_id and not trust_env:
-            module = env_id.split(":")[0]
+        if env_id is not None and ":" in env_id and not trust_env and not is_trusted(env_id):
+            module = module_of(env_id) if env_id.startswith(PREFIX) else env_id.split(":")[0]
             raise UserError(
                 f"{source} names {key}={env_id!r}, which imports the module '{module}' "
                 "(running its code) to build the env; if you trust where it came from, pass "

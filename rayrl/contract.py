@@ -33,6 +33,7 @@ import numpy as np
 from rayrl.config import AlgorithmConfig, Config, LearnerConfig, RunConfig
 from rayrl.core import SamplingPace, StepBatch, StoreStats, TransitionBatch, Unrolls
 from rayrl.envs.spec import EnvSpec
+from rayrl.errors import ConfigError
 from rayrl.normalization import NormalizingLearner, NormalizingPolicy
 from rayrl.roles import Learner as Learner  # the two roles, part of the contract
 from rayrl.roles import Policy as Policy
@@ -206,7 +207,7 @@ class Family(Protocol[C_contra, S, K, B_co]):
         unrolls, which one update learns from)."""
         ...
 
-    def sampling_pace(self, config: Config) -> SamplingPace | None:
+    def sampling_pace(self, config: Config, spec: EnvSpec) -> SamplingPace | None:
         """How far the Ray runtime's workers may sample ahead of the learner; None: as far as
         the store's capacity or rate limit lets them."""
         ...
@@ -223,6 +224,9 @@ class Algorithm(Generic[C, B]):
     make_learner: Callable[[C, EnvSpec, LearnerConfig, RunConfig], Learner[B]]
     """(algorithm config, env spec, learner settings, run settings) -> the learner, on the
     configured device; it reads the run's seed and step budget (for schedules)."""
+    several_agents: bool = False
+    """Whether it trains one policy shared by several agents of an env (slots of the vector
+    env, `EnvSpec.agents`): its learner leaves an idle agent's steps out."""
 
     @property
     def name(self) -> str:
@@ -233,6 +237,12 @@ class Algorithm(Generic[C, B]):
     def build_policy(self, algo: C, spec: EnvSpec, acting: Acting) -> Policy:
         """The algorithm's policy, acting on normalized observations when the spec says so
         (`rayrl.normalization`): what workers and the evaluator run."""
+        if spec.agents and not self.several_agents:
+            raise ConfigError(
+                f"algorithm.name={self.name!r} cannot train the {len(spec.agents)} agents of "
+                f"this env ({', '.join(spec.agents)}) yet; use appo or ppo (one policy "
+                "shared by all agents)"
+            )
         policy = self.make_policy(algo, spec, acting)
         if spec.observation_clip is None:
             return policy

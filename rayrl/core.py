@@ -262,6 +262,9 @@ class ChunkStats:
     """Undiscounted, unclipped returns of the episodes (whole games) that ended."""
     episode_lengths: list[int]
     policy_version: int
+    agent_returns: dict[str, list[float]] = field(default_factory=dict)
+    """With several agents per env: each agent's returns in those episodes (the episode's
+    return is their mean)."""
     act_s: float = 0.0
     """Seconds spent in policy inference."""
     step_s: float = 0.0
@@ -281,6 +284,8 @@ class EvalResult:
     policy_version: int = 0
     video: bytes | None = None
     """An MP4 of one more greedy episode, when the evaluation was asked to record one."""
+    agent_returns: dict[str, np.ndarray] = field(default_factory=dict)
+    """With several agents per env: each agent's returns (`returns` holds their means)."""
 
     @property
     def mean(self) -> float:
@@ -295,6 +300,10 @@ class EvalResult:
             "eval/return_max": float(np.max(self.returns)),
             "eval/length_mean": float(np.mean(self.lengths)),
             "eval/episodes": float(len(self.returns)),
+            **{
+                f"eval/agent_return/{agent}": float(np.mean(returns))
+                for agent, returns in self.agent_returns.items()
+            },
         }
 
 

@@ -10,6 +10,7 @@ from rayrl.config import AlgorithmConfig, EnvConfig
 from rayrl.contract import Acting
 from rayrl.core import EvalResult, ModelInfo
 from rayrl.envs import eval_env_config, make_env, spec_of
+from rayrl.envs.adapter import Episode, agent_returns
 from rayrl.seeding import derive_seed
 from rayrl.video import record_episode
 
@@ -66,12 +67,13 @@ class Evaluator:
         """Play `episodes` evaluation episodes; with `record_video`, one more as an MP4."""
         if info is not None:
             self.policy.set_weights(info)
-        num_envs = self.env.num_envs
+        num_envs = self.env.num_copies  # with several agents, an episode is a copy's
         quota = np.full(num_envs, episodes // num_envs)
         quota[: episodes % num_envs] += 1
         done = np.zeros(num_envs, dtype=int)
         returns: list[float] = []
         lengths: list[int] = []
+        finished: list[Episode] = []
         self.env.reset(seed=self.seed + 10_000 * self.evaluations)
         self.evaluations += 1
         while (done < quota).any():
@@ -84,12 +86,20 @@ class Evaluator:
                     done[episode.env_index] += 1
                     returns.append(episode.episode_return)
                     lengths.append(episode.length)
+                    finished.append(episode)
         video = (
             record_episode(self.env_config, self.policy, self.seed + self.evaluations)
             if record_video
             else None
         )
-        return EvalResult(np.array(returns), np.array(lengths), self.policy.version, video)
+        per_agent = agent_returns(self.env.agent_names, finished)
+        return EvalResult(
+            np.array(returns),
+            np.array(lengths),
+            self.policy.version,
+            video,
+            {agent: np.array(values) for agent, values in per_agent.items()},
+        )
 
     def close(self) -> None:
         self.env.close()

@@ -49,6 +49,7 @@ from rayrl.core import (
     Unrolls,
     UpdateResult,
 )
+from rayrl.envs.adapter import ACTIVE_EXTRA
 from rayrl.envs.spec import EnvSpec
 from rayrl.processing import RETURN_EXTRA
 from rayrl.roles import Learner, Policy
@@ -238,7 +239,10 @@ class NormalizingLearner(Generic[B]):
         if self.return_moments is not None and self.reward_clip is not None:
             # the on-policy family alone allows env.normalize.rewards (its config check)
             assert isinstance(batch, Unrolls), "reward normalization learns from unrolls"
-            self._add(self.return_moments, batch.extras[RETURN_EXTRA].reshape(-1))
+            returns = batch.extras[RETURN_EXTRA]
+            if ACTIVE_EXTRA in batch.extras:  # an idle agent's steps say nothing of returns
+                returns = returns[batch.extras[ACTIVE_EXTRA]]
+            self._add(self.return_moments, returns.reshape(-1))
             changes["rewards"] = self.return_moments.scale(batch.rewards, self.reward_clip)
         result = self.learner.update(replace(batch, **changes))
         if self.return_moments is not None:

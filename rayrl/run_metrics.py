@@ -75,6 +75,7 @@ class RunMetrics:
             "env_steps": 0,
             "returns": [],
             "lengths": [],
+            "agent_returns": defaultdict(list),
             "updates": 0,
             "update_s": 0.0,
             "learner_wall_s": 0.0,
@@ -132,6 +133,8 @@ class RunMetrics:
         interval["env_steps"] += stats.env_steps
         interval["returns"] += stats.episode_returns
         interval["lengths"] += stats.episode_lengths
+        for agent, returns in stats.agent_returns.items():
+            interval["agent_returns"][agent] += returns
         interval["lags"].append(lag)
         interval["sync"] += stats.sync_latencies_s
 
@@ -191,6 +194,9 @@ class RunMetrics:
             metrics["worker/episode_return"] = float(np.mean(interval["returns"]))
             metrics["worker/episode_length"] = float(np.mean(interval["lengths"]))
             metrics["worker/episodes"] = float(len(interval["returns"]))
+        for agent, returns in interval["agent_returns"].items():
+            if returns:
+                metrics[f"worker/agent_return/{agent}"] = float(np.mean(returns))
         if interval["learner_wall_s"] > 0:
             metrics["learner/utilization"] = interval["update_s"] / interval["learner_wall_s"]
         for key, values in interval["learner"].items():

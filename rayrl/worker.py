@@ -20,6 +20,7 @@ from rayrl.config import AlgorithmConfig, EnvConfig, WorkersConfig
 from rayrl.contract import Acting, Chunk
 from rayrl.core import ChunkStats, ModelInfo
 from rayrl.envs import make_env, spec_of
+from rayrl.envs.adapter import agent_returns
 from rayrl.seeding import derive_seed
 
 
@@ -46,7 +47,7 @@ class RolloutWorker:
         self.spec = spec_of(self.env, env)
         acting = Acting(run_seed, worker_index, workers.envs_per_worker, workers.num_workers)
         self.policy = parts.build_policy(algorithm, self.spec, acting)
-        self.processor = parts.family.make_processor(algorithm, self.spec, workers.envs_per_worker)
+        self.processor = parts.family.make_processor(algorithm, self.spec, self.env.num_envs)
         self.env.reset(seed=derive_seed(run_seed, "env", worker_index, incarnation))
         self._sync_latencies: list[float] = []
         """Latencies of the weights applied since the last chunk, reported with the next."""
@@ -67,7 +68,7 @@ class RolloutWorker:
         shell applies weights that arrived meanwhile there).
         """
         act_s = step_s = process_s = 0.0
-        num_envs = self.env.num_envs
+        copies = self.env.num_copies  # env steps: with several agents, each copy's steps
         for t in range(self.steps_per_chunk):
             before_each_step()
             t0 = time.perf_counter()
@@ -75,7 +76,7 @@ class RolloutWorker:
                 self.env.obs,
                 self.env.episode_starts,
                 explore=True,
-                env_steps=run_env_steps + t * num_envs,
+                env_steps=run_env_steps + t * copies,
             )
             t1 = time.perf_counter()
             step = self.env.step(out.actions, out.extras, out.state)
@@ -90,10 +91,11 @@ class RolloutWorker:
         episodes = self.env.pop_episodes()
         stats = ChunkStats(
             worker_index=self.worker_index,
-            env_steps=self.steps_per_chunk * num_envs,
+            env_steps=self.steps_per_chunk * copies,
             episode_returns=[e.episode_return for e in episodes],
             episode_lengths=[e.length for e in episodes],
             policy_version=chunk.policy_version,
+            agent_returns=agent_returns(self.env.agent_names, episodes),
             act_s=act_s,
             step_s=step_s,
             process_s=process_s,

@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import gymnasium as gym
 from ray.exceptions import RayActorError, RayTaskError
 
+from rayrl.envs.spec import EnvSpec
 from rayrl.ray.identity import ActorIdentity
 from rayrl.ray.watchdog import Watchdog
 
@@ -158,6 +160,10 @@ class FakeFactory:
 
     num_learners: int = 1
     learner_gpus: float = 0.0
+    spec: EnvSpec = field(
+        default_factory=lambda: EnvSpec(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), None)
+    )
+    """A single-agent env's (the runs the fakes stand in for are CartPole's)."""
     behaviours: dict[str, dict[str, Any]] = field(default_factory=dict)
     made: list[FakeActor] = field(default_factory=list)
     experience_restores: list[Any] = field(default_factory=list)

@@ -92,7 +92,7 @@ class ImpalaLearner(TorchLearner):
             self.network.parameters(), budget_lr(algo, settings, run)
         )
         self.scheduler = linear_decay(
-            self.optimizer, planned_updates(algo, settings, run), algo.lr_decay
+            self.optimizer, planned_updates(algo, settings, run, spec), algo.lr_decay
         )
 
     def components(self) -> dict[str, Checkpointed]:

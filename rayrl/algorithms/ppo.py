@@ -46,6 +46,7 @@ from rayrl.algorithms.torch_learner import Checkpointed, TorchLearner, linear_de
 from rayrl.config import Config, LearnerConfig, RunConfig
 from rayrl.contract import Algorithm
 from rayrl.core import Unrolls, UpdateResult
+from rayrl.envs.adapter import ACTIVE_EXTRA
 from rayrl.envs.spec import EnvSpec
 from rayrl.errors import ConfigError
 from rayrl.families.on_policy import (
@@ -179,14 +180,26 @@ def ppo_loss(
     normalize: bool,
     clip_low: float | None = None,
     ratio_limits: tuple[float, float] | None = None,
+    active: torch.Tensor | None = None,
 ) -> PPOLoss:
     """The PPO loss of one minibatch (all arguments 1-D over its samples), a mean over it:
     -w min(r A, clip(r, clip_low, 1 + clip) A) + value_coef * 0.5 (V - R)^2 (or its
     clipped pessimum) - entropy_coef * H, with r = exp(logp - old_logp), `old_logp` the
     policy the ratio is taken against, w the `behaviour_weights` (1 for fresh samples) and
-    `clip_low` 1 - clip unless given. `ratio_limits` clamps r first (no gradient outside)."""
-    if normalize and len(advantages) > 1:
+    `clip_low` 1 - clip unless given. `ratio_limits` clamps r first (no gradient outside).
+    `active` (1 or 0 per sample; None: all 1) leaves the 0 samples out of every mean, the
+    advantages' normalisation included: an idle agent's steps."""
+    count = torch.ones(()) if active is None else active.sum().clamp(min=1.0)
+
+    def mean(values: torch.Tensor) -> torch.Tensor:
+        return values.mean() if active is None else (values * active).sum() / count
+
+    if normalize and active is None and len(advantages) > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    elif normalize and active is not None and float(count) > 1:
+        centred = advantages - mean(advantages)
+        std = (mean(centred.pow(2)) * count / (count - 1)).sqrt()  # unbiased, as torch.std
+        advantages = centred / (std + 1e-8)
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
     if ratio_limits is not None:
@@ -194,16 +207,16 @@ def ppo_loss(
     low = 1.0 - clip if clip_low is None else clip_low
     clipped_ratio = ratio.clamp(low, 1.0 + clip)
     surrogate = torch.maximum(-advantages * ratio, -advantages * clipped_ratio)
-    pg_loss = (behaviour_weights * surrogate).mean()
+    pg_loss = mean(behaviour_weights * surrogate)
     value_error = (values - returns).pow(2)
     if value_clip is not None:
         clipped = old_values + (values - old_values).clamp(-value_clip, value_clip)
         value_error = torch.maximum(value_error, (clipped - returns).pow(2))
-    value_loss = 0.5 * value_error.mean()
-    mean_entropy = entropy.mean()
+    value_loss = 0.5 * mean(value_error)
+    mean_entropy = mean(entropy)
     with torch.no_grad():
-        approx_kl = ((log_ratio.exp() - 1.0) - log_ratio).mean()  # of the unbounded ratio
-        clip_fraction = ((ratio < low) | (ratio > 1.0 + clip)).float().mean()
+        approx_kl = mean((log_ratio.exp() - 1.0) - log_ratio)  # of the unbounded ratio
+        clip_fraction = mean(((ratio < low) | (ratio > 1.0 + clip)).float())
     return PPOLoss(
         loss=pg_loss + value_coef * value_loss - entropy_coef * mean_entropy,
         pg_loss=pg_loss,
@@ -267,7 +280,7 @@ class ClippedObjectiveLearner(TorchLearner):
         self.optimizer = self.make_optimizer(
             self.network.parameters(), budget_lr(algo, settings, run)
         )
-        self.total_updates = planned_updates(algo, settings, run)
+        self.total_updates = planned_updates(algo, settings, run, spec)
         self.scheduler = linear_decay(self.optimizer, self.total_updates, algo.lr_decay)
         self.shuffle = torch.Generator().manual_seed(seed)
 
@@ -308,13 +321,18 @@ class ClippedObjectiveLearner(TorchLearner):
     def update(self, batch: Unrolls) -> UpdateResult:
         algo = self.algo
         columns, column_metrics = self.columns(batch)
-        sequences = self.sequences(batch, columns)
+        active = self.active(batch)
+        sequences = self.sequences(batch, {**columns, **active})
         count, clip, entropy_coef = len(sequences.obs), self.clip, self.entropy_coef
         metrics: dict[str, list[torch.Tensor]] = {}
         for epoch in range(algo.epochs):
             if epoch and self.targets_each_pass:
                 # new targets; a clipped value stays near its value at the update's start
-                fresh = {**self.columns(batch)[0], "old_values": columns["old_values"]}
+                fresh = {
+                    **self.columns(batch)[0],
+                    "old_values": columns["old_values"],
+                    **active,
+                }
                 sequences = self.sequences(batch, fresh)
             order = torch.randperm(count, generator=self.shuffle).to(self.device)
             for minibatch in order.chunk(algo.num_minibatches):
@@ -345,6 +363,7 @@ class ClippedObjectiveLearner(TorchLearner):
                     normalize=algo.normalize_advantages,
                     clip_low=self.clip_low(clip),
                     ratio_limits=self.ratio_limits,
+                    active=mb.get(ACTIVE_EXTRA),
                 )
                 grad_norm = self.step(loss.loss, self.optimizer, self.network.parameters())
                 parts = {**vars(loss), "grad_norm": grad_norm}
@@ -364,6 +383,13 @@ class ClippedObjectiveLearner(TorchLearner):
         result["learner/entropy_coef"] = entropy_coef
         result["learner/policy_lag"] = lag
         return UpdateResult(metrics=result)
+
+    def active(self, batch: Unrolls) -> dict[str, torch.Tensor]:
+        """The `ACTIVE_EXTRA` column (1 where a slot's agent acted) of an env with several
+        agents, which the loss leaves the idle steps out of; {} for one agent."""
+        if ACTIVE_EXTRA not in batch.extras:
+            return {}
+        return {ACTIVE_EXTRA: self.tensor(batch.extras[ACTIVE_EXTRA].astype("float32"))}
 
     def sequences(self, batch: Unrolls, columns: dict[str, torch.Tensor]) -> Minibatching:
         """What minibatches are drawn from: whole unrolls for a recurrent network (it
@@ -440,4 +466,5 @@ ALGORITHM = Algorithm(
     family=ON_POLICY,
     make_policy=make_actor_critic_policy,
     make_learner=PPOLearner,
+    several_agents=True,
 )

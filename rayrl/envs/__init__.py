@@ -2,8 +2,10 @@
 
 `SUITES` is tried in order and the first suite that owns an id builds it: Atari
 (`ALE/...` ids, ale-py's C++ vector env), MinAtar (`MinAtar/...` ids), MuJoCo (gymnasium's
-MuJoCo ids, through the `mujoco` package) and plain gymnasium ids (anything else, with
-the partially observed tasks of `rayrl.envs.memory` registered among them). Adding
+MuJoCo ids, through the `mujoco` package), PettingZoo's parallel envs with several agents
+(`pettingzoo:<module>` ids, each agent a slot of the vector env) and plain gymnasium ids
+(anything else, with the partially observed tasks of `rayrl.envs.memory` registered among
+them). Adding
 a suite is one module (see `rayrl.envs.spec.EnvSuite`) and one entry here. A suite also
 gives the defaults of the env settings left None (the learning signal, sticky actions):
 `resolve_env`.
@@ -26,6 +28,7 @@ from rayrl.envs.atari import ATARI
 from rayrl.envs.minatar import MINATAR
 from rayrl.envs.mujoco import MUJOCO
 from rayrl.envs.observations import check_observation_space
+from rayrl.envs.pettingzoo import PETTINGZOO
 from rayrl.envs.plain import PLAIN
 from rayrl.envs.spec import EnvSpec, EnvSuite
 from rayrl.errors import ConfigError
@@ -46,7 +49,7 @@ __all__ = [
 
 memory.register()
 
-SUITES: tuple[EnvSuite, ...] = (ATARI, MINATAR, MUJOCO, PLAIN)
+SUITES: tuple[EnvSuite, ...] = (ATARI, MINATAR, MUJOCO, PETTINGZOO, PLAIN)
 """Env suites, tried in order; the last one owns every id."""
 
 
@@ -119,6 +122,7 @@ def spec_of(env: VectorEnvAdapter, config: EnvConfig) -> EnvSpec:
         observation_clip=normalize.clip if normalize.observations else None,
         reward_clip=normalize.clip if normalize.rewards else None,
         layout=None if env.encoder is None else env.encoder.layout,
+        agents=env.agent_names,
     )
 
 

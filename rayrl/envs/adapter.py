@@ -11,6 +11,11 @@ Observations of any space but a Box come out flattened to one float32 vector eac
 
 It also applies the training-only learning signal (sign-clipped rewards, a lost life as a
 terminal) while counting episode returns on the raw rewards of whole games.
+
+An env with several agents (`rayrl.envs.pettingzoo`) has a slot per agent per copy: the
+adapter then reports one episode per copy (its length in env steps, the mean of its agents'
+returns and each agent's), counts no idle slot's step, and marks each step's active slots in
+the step's `extras[ACTIVE_EXTRA]`, which the learners leave the idle ones out of.
 """
 
 from __future__ import annotations
@@ -24,13 +29,19 @@ from gymnasium.vector import AutoresetMode
 from rayrl.core import StepBatch
 from rayrl.envs.observations import ObservationEncoder, is_flattened
 
+ACTIVE_EXTRA = "active"
+"""A step's extra in an env with several agents: True where the slot's agent acted (False
+on the idle steps of an agent that finished before the others)."""
+
 
 class Episode(NamedTuple):
-    """A finished episode: a whole game, raw (unclipped) rewards."""
+    """A finished episode: a whole game, raw (unclipped) rewards. With several agents, the
+    episode of one env copy: the mean of its agents' returns, and each agent's."""
 
     env_index: int
     episode_return: float
     length: int
+    agent_returns: tuple[float, ...] = ()
 
 
 class VectorEnvAdapter:
@@ -56,6 +67,11 @@ class VectorEnvAdapter:
             self.raw_observation_space if self.encoder is None else self.encoder.space
         )
         self.single_action_space = env.single_action_space
+        self.agent_names: tuple[str, ...] = getattr(env, "agent_names", ())
+        """The agents of an env with several (each a slot of each copy); empty for one."""
+        self.agents_per_env = max(1, len(self.agent_names))
+        self.num_copies = self.num_envs // self.agents_per_env
+        """Env copies: what env steps count (with one agent, `num_envs`)."""
         self.clip_rewards = clip_rewards
         self.terminal_on_life_loss = terminal_on_life_loss
         self.obs: np.ndarray = np.empty(0)
@@ -64,7 +80,7 @@ class VectorEnvAdapter:
         """True where `obs` begins an episode: what a recurrent policy resets its state on."""
         self._lives: np.ndarray | None = None
         self._returns = np.zeros(self.num_envs, dtype=np.float64)
-        self._lengths = np.zeros(self.num_envs, dtype=np.int64)
+        self._lengths = np.zeros(self.num_copies, dtype=np.int64)
         self._finished: list[Episode] = []
 
     def reset(self, seed: int | None = None) -> np.ndarray:
@@ -114,7 +130,12 @@ class VectorEnvAdapter:
         self._lives = lives
 
         learn_rewards = np.sign(raw_rewards) if self.clip_rewards else raw_rewards
-        self._track_episodes(raw_rewards, env_reset)
+        if self.agent_names:
+            active = np.asarray(info[ACTIVE_EXTRA], dtype=bool)
+            self._track_copies(raw_rewards, env_reset, active)
+            extras = {**(extras or {}), ACTIVE_EXTRA: active}
+        else:
+            self._track_episodes(raw_rewards, env_reset)
         step = StepBatch(
             obs=self.obs,
             actions=np.asarray(actions),
@@ -146,10 +167,34 @@ class VectorEnvAdapter:
             self._returns[i] = 0.0
             self._lengths[i] = 0
 
+    def _track_copies(
+        self, raw_rewards: np.ndarray, env_reset: np.ndarray, active: np.ndarray
+    ) -> None:
+        """Episodes of whole copies: a copy's episode ends when all its slots end theirs on
+        one step (its reset); an idle slot adds nothing to its agent's return."""
+        self._returns += np.where(active, raw_rewards, 0.0)
+        self._lengths += 1
+        per_copy = env_reset.reshape(self.num_copies, self.agents_per_env).all(axis=1)
+        for c in np.flatnonzero(per_copy):
+            slots = slice(c * self.agents_per_env, (c + 1) * self.agents_per_env)
+            returns = tuple(float(r) for r in self._returns[slots])
+            self._finished.append(
+                Episode(int(c), float(np.mean(returns)), int(self._lengths[c]), returns)
+            )
+            self._returns[slots] = 0.0
+            self._lengths[c] = 0
+
     @staticmethod
     def _read_lives(info: dict[str, Any]) -> np.ndarray | None:
         lives = info.get("lives")
         return None if lives is None else np.asarray(lives).copy()
+
+
+def agent_returns(agents: tuple[str, ...], episodes: list[Episode]) -> dict[str, list[float]]:
+    """Each agent's returns in `episodes` (of an env with several agents; {} for one)."""
+    return {
+        agent: [episode.agent_returns[a] for episode in episodes] for a, agent in enumerate(agents)
+    }
 
 
 def encoder_of(space: gym.spaces.Space[Any]) -> ObservationEncoder | None:

@@ -39,6 +39,14 @@ class EnvSpec:
     layout: ObservationLayout | None = None
     """Where the parts of a flattened observation are (`rayrl.envs.observations`); None
     for observations that come as a Box."""
+    agents: tuple[str, ...] = ()
+    """The agents of an env with several (`rayrl.envs.pettingzoo`), each a slot of the
+    vector env; empty for a single-agent env."""
+
+    @property
+    def agents_per_env(self) -> int:
+        """Slots of the vector env per env copy: what turns slot steps into env steps."""
+        return max(1, len(self.agents))
 
     @property
     def action_mask(self) -> tuple[int, int] | None:

@@ -166,7 +166,7 @@ class OffPolicy:
     def persists(self, algo: OffPolicyConfig) -> bool:
         return algo.replay.save_with_checkpoint
 
-    def sampling_pace(self, config: Config) -> SamplingPace | None:
+    def sampling_pace(self, config: Config, spec: EnvSpec) -> SamplingPace | None:
         """None: the rate limiter paces the workers (`algorithm.replay.samples_per_insert`)."""
         return None
 

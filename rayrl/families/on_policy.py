@@ -125,12 +125,19 @@ class OnPolicyConfig(AlgorithmConfig):
             )
 
 
-def planned_updates(algo: OnPolicyConfig, learner: LearnerConfig, run: RunConfig) -> int:
-    """Updates the run's env-step budget pays for (each learner update consumes
-    `learner.batch_size` unrolls of `steps_per_chunk` steps, on each of the learners): the length
-    of linear schedules."""
-    steps_per_update = learner.batch_size * algo.steps_per_chunk * learner.num_learners
-    return max(1, run.total_env_steps // steps_per_update)
+def env_steps_per_update(algo: OnPolicyConfig, learner: LearnerConfig, spec: EnvSpec) -> int:
+    """Env steps one update learns from: `learner.batch_size` unrolls of `steps_per_chunk`
+    steps on each of the learners, an unroll being one agent's (`spec.agents_per_env` of
+    them share an env copy's steps)."""
+    unroll_steps = learner.batch_size * algo.steps_per_chunk * learner.num_learners
+    return max(1, unroll_steps // spec.agents_per_env)
+
+
+def planned_updates(
+    algo: OnPolicyConfig, learner: LearnerConfig, run: RunConfig, spec: EnvSpec
+) -> int:
+    """Updates the run's env-step budget pays for: the length of linear schedules."""
+    return max(1, run.total_env_steps // env_steps_per_update(algo, learner, spec))
 
 
 def budget_lr(algo: OnPolicyConfig, learner: LearnerConfig, run: RunConfig) -> float:
@@ -173,10 +180,18 @@ class OnPolicy:
     def store_settings(self, config: Config, spec: EnvSpec) -> QueueSettings:
         algo = config.algorithm
         assert isinstance(algo, OnPolicyConfig)
+        items_per_chunk = config.workers.envs_per_worker * spec.agents_per_env
+        if algo.queue_capacity < items_per_chunk:
+            raise ConfigError(
+                f"algorithm.queue_capacity={algo.queue_capacity} cannot hold one worker's chunk "
+                f"of {items_per_chunk} unrolls (workers.envs_per_worker="
+                f"{config.workers.envs_per_worker} x {spec.agents_per_env} agents): set it to "
+                f"at least {items_per_chunk}"
+            )
         return QueueSettings(
             queue_capacity=algo.queue_capacity,
             max_policy_lag=algo.max_policy_lag,
-            items_per_chunk=config.workers.envs_per_worker,
+            items_per_chunk=items_per_chunk,
         )
 
     def make_store(self, settings: QueueSettings) -> TrajectoryQueue:
@@ -187,13 +202,13 @@ class OnPolicy:
     def persists(self, algo: OnPolicyConfig) -> bool:
         return False
 
-    def sampling_pace(self, config: Config) -> SamplingPace | None:
-        algo, learner = config.algorithm, config.learner
+    def sampling_pace(self, config: Config, spec: EnvSpec) -> SamplingPace | None:
+        algo = config.algorithm
         assert isinstance(algo, OnPolicyConfig)
         if algo.sample_ahead_updates is None:
             return None
-        steps_per_update = learner.num_learners * learner.batch_size * algo.steps_per_chunk
-        return SamplingPace(steps_per_update, algo.sample_ahead_updates)
+        steps = env_steps_per_update(algo, config.learner, spec)
+        return SamplingPace(steps, algo.sample_ahead_updates)
 
     def times_learned_from(self, algo: OnPolicyConfig) -> float:
         return 1.0

@@ -95,7 +95,7 @@ class RayDriver:
             config.workers,
             chunk_env_steps=family.chunk_steps(config.algorithm) * config.workers.envs_per_worker,
             total_env_steps=config.run.total_env_steps,
-            pace=family.sampling_pace(config),
+            pace=family.sampling_pace(config, factory.spec),
         )
         self.learners = LearnerSupervisor(
             context,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from gymnasium import spaces
 
 from rayrl.contract import PersistentStore
-from rayrl.envs import env_spec
+from rayrl.envs import EnvSpec, env_spec
 from rayrl.errors import ConfigError
 from rayrl.families import OFF_POLICY, ON_POLICY
 from rayrl.families.on_policy import planned_updates
@@ -55,13 +58,19 @@ def test_each_family_checks_its_own_settings():
 
 
 def test_the_on_policy_sampling_pace_counts_every_learners_unrolls():
-    assert ON_POLICY.sampling_pace(load_config("cartpole_ppo")) is None
+    one_agent = EnvSpec(spaces.Box(0, 1, (10, 10, 4)), spaces.Discrete(3), None)
+    assert ON_POLICY.sampling_pace(load_config("cartpole_ppo"), one_agent) is None
     config = load_config("minatar_ppo", ["learner.num_learners=2"])  # the preset's pace: 1
-    pace = ON_POLICY.sampling_pace(config)
+    pace = ON_POLICY.sampling_pace(config, one_agent)
     assert pace is not None
     assert pace.env_steps_per_update == 2 * 64 * 128
     assert pace.lead_env_steps == 2 * pace.env_steps_per_update
-    assert OFF_POLICY.sampling_pace(load_config("cartpole_dqn")) is None
+    # with 4 agents an unroll is one agent's: an update learns from a quarter of the env steps
+    four_agents = replace(one_agent, agents=("a", "b", "c", "d"))
+    pace = ON_POLICY.sampling_pace(config, four_agents)
+    assert pace is not None
+    assert pace.env_steps_per_update == 2 * 64 * 128 // 4
+    assert OFF_POLICY.sampling_pace(load_config("cartpole_dqn"), one_agent) is None
 
 
 @pytest.mark.parametrize(
@@ -114,7 +123,7 @@ def test_a_run_starts_at_the_rate_scaled_from_its_reference_budget_to_its_own(
     learner = learner_for(config, spec)
     assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(0.002 * scale)
     learner.scheduler.step()  # one update's decay
-    total = planned_updates(config.algorithm, config.learner, config.run)
+    total = planned_updates(config.algorithm, config.learner, config.run, spec)
     decayed = 0.002 * scale * (1 - 1 / total)
     assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(decayed)
     restored = learner_for(config, spec)
@@ -140,7 +149,7 @@ def test_a_run_resumed_with_a_larger_budget_goes_on_at_the_rate_scaled_for_it(pr
     learner.scheduler.step()
     resumed = learner_for(longer, spec)
     resumed.load_state_dict(learner.state_dict())
-    total = planned_updates(longer.algorithm, longer.learner, longer.run)
+    total = planned_updates(longer.algorithm, longer.learner, longer.run, spec)
     decayed = 0.002 / 3 * (1 - 1 / total)
     assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(decayed)
     assert float(resumed.optimizer.param_groups[0]["lr"]) == pytest.approx(decayed)
