@@ -311,16 +311,23 @@ class EvalResult:
 class SamplingPace:
     """How far the Ray runtime's workers may sample ahead of the learner (an on-policy run's
     `algorithm.sample_ahead_updates`): unrolls for at most `updates_ahead` updates beyond the
-    one the learner works on, each update learning from `env_steps_per_update` env steps."""
+    one the learner works on, each update learning from `unroll_steps_per_update` unroll
+    steps, which with several agents per env are `agents_per_env` times its env steps."""
 
-    env_steps_per_update: int
+    unroll_steps_per_update: int
     updates_ahead: int
+    agents_per_env: int = 1
+
+    def env_steps_of(self, updates: int) -> int:
+        """Env steps `updates` updates learn from, rounded once (a rounding per update would
+        let the pace fall a little further behind the learner at each update)."""
+        return updates * self.unroll_steps_per_update // self.agents_per_env
 
     @property
     def lead_env_steps(self) -> int:
         """Env steps the workers may have sampled beyond what the published weights learned
         from: the update under way and the ones ahead of it."""
-        return (self.updates_ahead + 1) * self.env_steps_per_update
+        return self.env_steps_of(self.updates_ahead + 1)
 
 
 @dataclass

@@ -186,12 +186,15 @@ class NormalizingPolicy:
 
 
 def _observation_fields(batch: TransitionBatch | Unrolls) -> tuple[np.ndarray, tuple[str, ...]]:
-    """The raw observations a batch adds to the statistics (each env step once), and the
-    fields that hold observations."""
+    """The raw observations a batch adds to the statistics (each env step once, an idle
+    agent's steps not at all), and the fields that hold observations."""
     if isinstance(batch, TransitionBatch):
         return batch.obs, ("obs", "next_obs")
     if isinstance(batch, Unrolls):
-        return batch.obs[:, :-1], ("obs", "final_obs")  # obs[:, -1] opens the next unroll
+        steps = batch.obs[:, :-1]  # obs[:, -1] opens the next unroll
+        if ACTIVE_EXTRA in batch.extras:
+            steps = steps[batch.extras[ACTIVE_EXTRA]]
+        return steps, ("obs", "final_obs")
     names = ", ".join(f.name for f in fields(batch))
     raise TypeError(f"cannot normalize the observations of a {type(batch).__name__} ({names})")
 

@@ -29,10 +29,11 @@ def check_video_support(config: EnvConfig) -> None:
     through the wrappers a recording uses, and check that the encoder is there."""
     problem = None
     try:
-        import moviepy  # noqa: F401
-
+        # first the env (a suite that records no videos says so), then the encoder
         env = suite_of(config.id).make_render_env(resolve_env(config))
         try:
+            import moviepy  # noqa: F401
+
             env.reset(seed=0)
             env.render()
         finally:

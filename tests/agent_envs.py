@@ -6,7 +6,7 @@ third), so a short run beats chance. Agent `agent_1` plays `SHORT_STEPS` steps, 
 `EPISODE_STEPS`: its slot then idles until the episode ends. An action for an agent that
 has finished, or outside the action space, raises, as does a step after the episode ended.
 `env.kwargs`: `agents` (how many), `mismatched` (agent_1 gets a larger observation space:
-refused), `truncate` (the long agents end by truncation rather than termination).
+refused), `truncate` (every agent ends by truncation rather than termination).
 """
 
 from __future__ import annotations
@@ -62,9 +62,8 @@ class CodeMatch(ParallelEnv):
         ending = {
             a: self._t >= (SHORT_STEPS if a == SHORT_AGENT else EPISODE_STEPS) for a in self.agents
         }
-        long_cut = self.truncate
-        terminated = {a: ending[a] and not (long_cut and a != SHORT_AGENT) for a in self.agents}
-        truncated = {a: ending[a] and long_cut and a != SHORT_AGENT for a in self.agents}
+        terminated = {a: ending[a] and not self.truncate for a in self.agents}
+        truncated = {a: ending[a] and self.truncate for a in self.agents}
         obs = self._observe()
         infos = {a: {} for a in self.agents}
         self.agents = [a for a in self.agents if not ending[a]]

@@ -145,10 +145,12 @@ class APPOLearner(ClippedObjectiveLearner):
         }
         metrics = {
             "learner/explained_variance": explained_variance(
-                out.values.flatten(), targets.vs.T.flatten()
+                *self.over_active(batch, out.values, targets.vs.T)
             ),
             # how far the learner's policy is from the acting one's: mean |pi / mu - 1|
-            "learner/ratio_deviation": float((log_ratio.exp() - 1.0).abs().mean()),
+            "learner/ratio_deviation": float(
+                (self.over_active(batch, log_ratio)[0].exp() - 1.0).abs().mean()
+            ),
         }
         return columns, metrics
 

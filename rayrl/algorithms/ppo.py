@@ -391,6 +391,14 @@ class ClippedObjectiveLearner(TorchLearner):
             return {}
         return {ACTIVE_EXTRA: self.tensor(batch.extras[ACTIVE_EXTRA].astype("float32"))}
 
+    def over_active(self, batch: Unrolls, *columns: torch.Tensor) -> list[torch.Tensor]:
+        """`columns` (each (B, T)) flattened, without an idle agent's steps: what the
+        metrics of a batch average over."""
+        if ACTIVE_EXTRA not in batch.extras:
+            return [column.flatten() for column in columns]
+        keep = torch.as_tensor(batch.extras[ACTIVE_EXTRA], device=columns[0].device)
+        return [column[keep] for column in columns]
+
     def sequences(self, batch: Unrolls, columns: dict[str, torch.Tensor]) -> Minibatching:
         """What minibatches are drawn from: whole unrolls for a recurrent network (it
         replays each from its stored state), single steps otherwise (sequences of one)."""
@@ -445,9 +453,9 @@ class PPOLearner(ClippedObjectiveLearner):
         }
         metrics = {
             "learner/explained_variance": explained_variance(
-                start.values.flatten(), start.returns.flatten()
+                *self.over_active(batch, start.values, start.returns)
             ),
-            "learner/behaviour_weight": float(weights.mean()),
+            "learner/behaviour_weight": float(self.over_active(batch, weights)[0].mean()),
         }
         return columns, metrics
 

@@ -83,6 +83,7 @@ class AgentSlots(gym.vector.VectorEnv):
         self.num_envs = copies * self.agents_per_env
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.env_id = env_id
         self._last: list[Any] = [None] * self.num_envs
         """Each slot's latest observation (what an idle slot shows)."""
 
@@ -105,12 +106,19 @@ class AgentSlots(gym.vector.VectorEnv):
         for c, env in enumerate(self.envs):
             slots = range(c * agents, (c + 1) * agents)
             live = set(env.agents)
+            self._check_agents(live - set(self.agent_names), "env.agents lists")
             step_actions = {
                 name: actions[slot]
                 for name, slot in zip(self.agent_names, slots, strict=True)
                 if name in live
             }
             obs, reward, term, trunc, _ = env.step(step_actions)
+            for returned, what in (
+                (obs, "observations"),
+                (reward, "rewards"),
+                (term, "terminations"),
+            ):
+                self._check_agents(live - set(returned), f"the step's {what} lack")
             for name, slot in zip(self.agent_names, slots, strict=True):
                 if name in live:
                     active[slot] = True
@@ -137,7 +145,18 @@ class AgentSlots(gym.vector.VectorEnv):
         for env in self.envs:
             env.close()
 
+    def _check_agents(self, agents: set[str], what: str) -> None:
+        """Raise, naming them, if `agents` is not empty: agents the slots cannot follow."""
+        if agents:
+            raise ValueError(
+                f"{self.env_id}: {what} {sorted(agents)}; rayrl needs every agent of "
+                "possible_agents present from reset until it finishes, with an observation, "
+                "a reward and its flags at each of its steps (agents that join later are not "
+                "supported)"
+            )
+
     def _take(self, copy: int, obs: Mapping[str, Any]) -> None:
+        self._check_agents(set(self.agent_names) - set(obs), "reset's observations lack")
         for a, name in enumerate(self.agent_names):
             self._last[copy * self.agents_per_env + a] = self._indexed(obs[name], a)
 

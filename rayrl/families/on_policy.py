@@ -125,19 +125,19 @@ class OnPolicyConfig(AlgorithmConfig):
             )
 
 
-def env_steps_per_update(algo: OnPolicyConfig, learner: LearnerConfig, spec: EnvSpec) -> int:
-    """Env steps one update learns from: `learner.batch_size` unrolls of `steps_per_chunk`
-    steps on each of the learners, an unroll being one agent's (`spec.agents_per_env` of
-    them share an env copy's steps)."""
-    unroll_steps = learner.batch_size * algo.steps_per_chunk * learner.num_learners
-    return max(1, unroll_steps // spec.agents_per_env)
+def unroll_steps_per_update(algo: OnPolicyConfig, learner: LearnerConfig) -> int:
+    """Unroll steps one update learns from: `learner.batch_size` unrolls of
+    `steps_per_chunk` steps on each of the learners. An unroll is one agent's: with
+    `EnvSpec.agents_per_env` agents, that many unroll steps make one env step."""
+    return learner.batch_size * algo.steps_per_chunk * learner.num_learners
 
 
 def planned_updates(
     algo: OnPolicyConfig, learner: LearnerConfig, run: RunConfig, spec: EnvSpec
 ) -> int:
     """Updates the run's env-step budget pays for: the length of linear schedules."""
-    return max(1, run.total_env_steps // env_steps_per_update(algo, learner, spec))
+    unroll_steps = run.total_env_steps * spec.agents_per_env
+    return max(1, unroll_steps // unroll_steps_per_update(algo, learner))
 
 
 def budget_lr(algo: OnPolicyConfig, learner: LearnerConfig, run: RunConfig) -> float:
@@ -207,8 +207,8 @@ class OnPolicy:
         assert isinstance(algo, OnPolicyConfig)
         if algo.sample_ahead_updates is None:
             return None
-        steps = env_steps_per_update(algo, config.learner, spec)
-        return SamplingPace(steps, algo.sample_ahead_updates)
+        steps = unroll_steps_per_update(algo, config.learner)
+        return SamplingPace(steps, algo.sample_ahead_updates, spec.agents_per_env)
 
     def times_learned_from(self, algo: OnPolicyConfig) -> float:
         return 1.0

@@ -179,7 +179,7 @@ class WorkerSupervisor:
             self._paced_store = self.store.handle
             self._rebase_pace()
         origin_env_steps, origin_version = self._pace_origin
-        learned = max(self.weights.version - origin_version, 0) * pace.env_steps_per_update
+        learned = pace.env_steps_of(max(self.weights.version - origin_version, 0))
         return self._sampled() - origin_env_steps < learned + pace.lead_env_steps
 
     def _awaits_weights(self, slot: WorkerSlot) -> bool:

@@ -19,6 +19,7 @@ from rayrl.envs import env_spec, make_env
 from rayrl.envs.adapter import ACTIVE_EXTRA
 from rayrl.errors import ConfigError
 from rayrl.presets import load_config
+from rayrl.processing import RETURN_EXTRA
 from rayrl.worker import RolloutWorker
 from tests import agent_envs
 from tests.agent_envs import CODES, ENV_ID, EPISODE_STEPS, SHORT_STEPS
@@ -47,9 +48,9 @@ def test_each_agent_of_each_copy_is_a_slot_that_sees_its_index():
 
 @pytest.mark.parametrize("truncate", [False, True])
 def test_an_agent_that_finishes_early_idles_unlearned_until_its_copy_ends(truncate):
-    """agent_1 plays 5 steps of the 8: its slot's steps 6-8 are idle (terminated, reward 0,
-    inactive); each copy's episode is 8 env steps with each agent's return from its own
-    steps; the copy then restarts with every slot active."""
+    """agent_1 plays 5 steps of the 8, ending by termination or truncation: its slot's steps
+    6-8 are idle (terminated, reward 0, inactive, showing its final observation); the copy
+    ends after 8 env steps, with every slot active again."""
     config = EnvConfig(id=ENV_ID, kwargs={"truncate": truncate})
     env = make_env(config, 2, training=True)
     try:
@@ -61,12 +62,16 @@ def test_an_agent_that_finishes_early_idles_unlearned_until_its_copy_ends(trunca
             playing = t < SHORT_STEPS
             assert active[short].tolist() == [playing] * 2
             assert active[[0, 2, 3, 5]].all()
-            if not playing:
+            if t == SHORT_STEPS - 1:  # agent_1's last step: a real one, rewarded, ended
+                assert (step.terminated[short] != truncate).all()
+                assert (step.truncated[short] == truncate).all()
+                assert (step.rewards[short] == 1).all()
+                final = step.next_obs[short]  # its true final observation
+            if not playing:  # idle: terminated, unrewarded, showing that observation
                 assert step.terminated[short].all()
                 assert (step.rewards[short] == 0).all()
-            if t == SHORT_STEPS - 1:  # agent_1's last step: a real one, rewarded, ended
-                assert step.terminated[short].all()
-                assert (step.rewards[short] == 1).all()
+                np.testing.assert_array_equal(step.obs[short], final)
+                np.testing.assert_array_equal(step.next_obs[short], final)
             long_slots = [0, 2, 3, 5]
             ended = t == EPISODE_STEPS - 1
             assert step.env_reset[long_slots].tolist() == [ended] * 4
@@ -155,16 +160,17 @@ def test_the_loss_leaves_inactive_samples_out_of_every_term():
         assert (a[~keep] == 0).all()
 
 
-@pytest.mark.parametrize("preset", ["cartpole_ppo", "cartpole_appo"])
+@pytest.mark.parametrize("preset", ["cartpole_ppo", "cartpole_appo", "cartpole_pomdp_ppo"])
 def test_an_update_is_the_same_whatever_the_idle_steps_hold(preset):
     """Unrolls sampled from the test env, and the same unrolls with their idle steps'
-    observations, actions and rewards replaced by noise: two learners alike before the
-    update are alike after it."""
+    observations, actions, rewards and running returns replaced by noise: two learners
+    alike before the update are alike after it (an LSTM's too: its state starts afresh
+    after each idle step; the recurrent preset's observation and reward normalisation
+    too: their statistics leave idle steps out)."""
     config = load_config(
         preset,
         [
             f"env.id={ENV_ID}",
-            "env.normalize.observations=false",
             "workers.envs_per_worker=2",
             "algorithm.steps_per_chunk=16",
             "learner.batch_size=6",
@@ -188,14 +194,19 @@ def test_an_update_is_the_same_whatever_the_idle_steps_hold(preset):
     noisy.actions[idle] = rng.integers(CODES, size=idle.sum())
     step_obs = noisy.obs[:, :-1]
     step_obs[idle] = rng.normal(size=(idle.sum(), step_obs.shape[-1]))
+    if RETURN_EXTRA in noisy.extras:
+        noisy.extras[RETURN_EXTRA][idle] = rng.normal(size=idle.sum())
+
+    def network(learner):
+        return getattr(learner, "learner", learner).network  # inside a NormalizingLearner
 
     spec = env_spec(config.env)
     learners = [learner_for(config, spec), learner_for(config, spec)]
-    learners[1].network.load_state_dict(learners[0].network.state_dict())
+    network(learners[1]).load_state_dict(network(learners[0]).state_dict())
     learners[0].update(chunk)
     learners[1].update(noisy)
     for a, b in zip(
-        learners[0].network.parameters(), learners[1].network.parameters(), strict=True
+        network(learners[0]).parameters(), network(learners[1]).parameters(), strict=True
     ):
         torch.testing.assert_close(a, b)
 

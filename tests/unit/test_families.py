@@ -63,13 +63,15 @@ def test_the_on_policy_sampling_pace_counts_every_learners_unrolls():
     config = load_config("minatar_ppo", ["learner.num_learners=2"])  # the preset's pace: 1
     pace = ON_POLICY.sampling_pace(config, one_agent)
     assert pace is not None
-    assert pace.env_steps_per_update == 2 * 64 * 128
-    assert pace.lead_env_steps == 2 * pace.env_steps_per_update
-    # with 4 agents an unroll is one agent's: an update learns from a quarter of the env steps
-    four_agents = replace(one_agent, agents=("a", "b", "c", "d"))
-    pace = ON_POLICY.sampling_pace(config, four_agents)
+    assert pace.env_steps_of(1) == 2 * 64 * 128
+    assert pace.lead_env_steps == 2 * pace.env_steps_of(1)
+    # with 3 agents an unroll is one agent's: an update learns from a third of the env steps,
+    # counted without a rounding per update (which would let the pace fall behind the learner)
+    three_agents = replace(one_agent, agents=("a", "b", "c"))
+    pace = ON_POLICY.sampling_pace(config, three_agents)
     assert pace is not None
-    assert pace.env_steps_per_update == 2 * 64 * 128 // 4
+    assert pace.env_steps_of(1) == 2 * 64 * 128 // 3
+    assert pace.env_steps_of(300) == 300 * 2 * 64 * 128 // 3
     assert OFF_POLICY.sampling_pace(load_config("cartpole_dqn"), one_agent) is None
 
 
