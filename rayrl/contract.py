@@ -19,6 +19,12 @@ algorithm module states only what is its own. Both runtimes use only what is wri
     result = learner.update(batch)                         # one optimization step
     store.update_priorities(batch.indices, result.priorities)
     policy.set_weights(learner.get_weights())              # every sync_interval updates
+
+An env with several agents (`EnvSpec.agents`) is a vector env with a slot per agent per
+copy: `num_envs` above counts slots, the policy acts for every slot, and each step's
+`extras["active"]` marks the slots whose agent acted. An algorithm that declares
+`several_agents` leaves the others out of its loss; any other refuses such an env in
+`build_policy`, before anything starts.
 """
 
 from __future__ import annotations
