@@ -156,6 +156,7 @@ PAPER_ALGORITHM = {
     "dqn": ("DQN", "DQN"),
     "impala": ("AC(lambda)", "AC(lambda), not IMPALA"),
     "ppo": ("AC(lambda)", "AC(lambda)"),
+    "appo": ("AC(lambda)", "AC(lambda), not APPO"),
 }
 """Each preset's algorithm: the paper's curve it is set beside, and how the table names it."""
 

@@ -4,9 +4,10 @@ An id "pettingzoo:<module>" names a module with PettingZoo's `parallel_env(**kwa
 ("pettingzoo:mpe2.simple_spread_v3"); `env.kwargs` goes to it. `AgentSlots` runs copies
 of it as one gymnasium vector env of copies x agents slots, so that one shared policy acts
 for every agent, and every layer after the adapter (policies, processors, learners) sees
-a single-agent batch. PettingZoo ships no vector env of this shape (SuperSuit's
-`pettingzoo_env_to_vec_env_v1` has the same idea but NEXT_STEP resets, no final
-observations and no record of agents that finished early), hence this one.
+a single-agent batch. Written here because the library for it, SuperSuit's
+`pettingzoo_env_to_vec_env_v1`, is unmaintained (its page says so, since 2025) and needs
+every agent alive to the episode's end (its `black_death` wrapper gives a finished agent
+zero observations that are then learned from), where the slots below mark those steps idle.
 
 - Every agent must have the same action space and the same observation space; each
   observation carries the agent's index ("agent_index", a Discrete of the agents, added to
