@@ -4,7 +4,8 @@ Each contender is the whole command a user would type, in its own process, timed
 start to its exit, and each trains to the same target: the mean return of 10
 deterministic (greedy) evaluation episodes reaching 475, checked every 2,048 env steps.
 - `rayrl train` (the default: DQN, Ray runtime), `rayrl train --config cartpole_ppo` and
-  the same with `--runtime local` (rayrl's single-process runtime);
+  the same with `--runtime local` (rayrl's single-process runtime), and `rayrl train
+  --config cartpole_appo`;
 - SB3 PPO and SB3 DQN with rl-baselines3-zoo's CartPole-v1 hyperparameters
   (hyperparams/ppo.yml, hyperparams/dqn.yml), within the zoo's budgets (1e5 and 5e4 env
   steps), evaluated by SB3's EvalCallback and stopped by StopTrainingOnRewardThreshold;
@@ -44,6 +45,7 @@ RAYRL = {
     "rayrl default": [],
     "rayrl cartpole_ppo": ["--config", "cartpole_ppo"],
     "rayrl cartpole_ppo local": ["--config", "cartpole_ppo", "--runtime", "local"],
+    "rayrl cartpole_appo": ["--config", "cartpole_appo"],
 }
 SB3 = ("sb3 ppo", "sb3 dqn", "sb3 ppo zoo budget")
 
@@ -241,6 +243,7 @@ def main() -> None:
         print(line)
     pairs = [(c, p) for p in ("sb3 ppo", "sb3 ppo zoo budget") for c in RAYRL]
     pairs.append(("rayrl cartpole_ppo", "rayrl cartpole_ppo local"))
+    pairs.append(("rayrl cartpole_appo", "rayrl cartpole_ppo"))
     pairs += [(name, name + BEFORE) for name in RAYRL]
     for contender, peer in pairs:
         if contender in walls and peer in walls:
