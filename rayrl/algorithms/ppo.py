@@ -396,7 +396,7 @@ class ClippedObjectiveLearner(TorchLearner):
         metrics of a batch average over."""
         if ACTIVE_EXTRA not in batch.extras:
             return [column.flatten() for column in columns]
-        keep = torch.as_tensor(batch.extras[ACTIVE_EXTRA], device=columns[0].device)
+        keep = self.tensor(batch.extras[ACTIVE_EXTRA])
         return [column[keep] for column in columns]
 
     def sequences(self, batch: Unrolls, columns: dict[str, torch.Tensor]) -> Minibatching:
