@@ -50,7 +50,7 @@ from rayrl.algorithms.actor_critic import (
     forward_unrolls,
     make_actor_critic_policy,
 )
-from rayrl.algorithms.ppo import (
+from rayrl.algorithms.clipped_objective import (
     ClippedObjectiveConfig,
     ClippedObjectiveLearner,
     explained_variance,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from rayrl.algorithms.ppo import ppo_loss
+from rayrl.algorithms.clipped_objective import ppo_loss
 from rayrl.api import validate
 from rayrl.config import EnvConfig
 from rayrl.envs import env_spec, make_env

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from rayrl.algorithms.appo import RATIO_LIMITS, APPOLearner
-from rayrl.algorithms.ppo import gae, ppo_loss
+from rayrl.algorithms.clipped_objective import ppo_loss
+from rayrl.algorithms.ppo import gae
 from rayrl.core import Unrolls
 from rayrl.envs import env_spec
 from rayrl.presets import load_config
@@ -214,18 +215,18 @@ def test_on_policy_targets_with_a_lambda_are_ppos_gae_and_lambda_returns(cartpol
 
 
 def test_the_learner_passes_the_asymmetric_clip_the_bounds_and_unit_weights(cartpole, monkeypatch):
-    import rayrl.algorithms.ppo as ppo
+    import rayrl.algorithms.clipped_objective as objective
 
     config, spec = cartpole
     learner = learner_for(config, spec)
     seen = []
-    original = ppo.ppo_loss
+    original = objective.ppo_loss
 
     def recorded(*args, **kwargs):
         seen.append((args, kwargs))
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(ppo, "ppo_loss", recorded)
+    monkeypatch.setattr(objective, "ppo_loss", recorded)
     learner.update(episode_batch(np.random.default_rng(1)))
     (args, kwargs), *_ = seen
     clip = config.algorithm.clip_coef

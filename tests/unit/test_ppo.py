@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from rayrl.algorithms.ppo import gae, ppo_loss
+from rayrl.algorithms.clipped_objective import ppo_loss
+from rayrl.algorithms.ppo import gae
 from rayrl.core import Unrolls
 from rayrl.envs import env_spec
 from rayrl.errors import ConfigError
