@@ -317,11 +317,18 @@ class SamplingPace:
     unroll_steps_per_update: int
     updates_ahead: int
     agents_per_env: int = 1
+    steps_per_unroll: int = 1
+    """Steps of one unroll: what a dropped unroll was worth in env steps (times the
+    agents)."""
 
     def env_steps_of(self, updates: int) -> int:
         """Env steps `updates` updates learn from, rounded once (a rounding per update would
         let the pace fall a little further behind the learner at each update)."""
         return updates * self.unroll_steps_per_update // self.agents_per_env
+
+    def env_steps_of_unrolls(self, unrolls: int) -> int:
+        """Env steps `unrolls` unrolls hold."""
+        return unrolls * self.steps_per_unroll // self.agents_per_env
 
     @property
     def lead_env_steps(self) -> int:

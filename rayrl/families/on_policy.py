@@ -208,7 +208,9 @@ class OnPolicy:
         if algo.sample_ahead_updates is None:
             return None
         steps = unroll_steps_per_update(algo, config.learner)
-        return SamplingPace(steps, algo.sample_ahead_updates, spec.agents_per_env)
+        return SamplingPace(
+            steps, algo.sample_ahead_updates, spec.agents_per_env, algo.steps_per_chunk
+        )
 
     def times_learned_from(self, algo: OnPolicyConfig) -> float:
         return 1.0

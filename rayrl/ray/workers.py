@@ -116,10 +116,11 @@ class WorkerSupervisor:
         self._none_running_since: float | None = None
         self._rollbacks_seen = 0
         self.pace = pace
-        self._pace_origin = (self.counters.env_steps, self.counters.updates)
-        """The env steps sampled and the published version the pace counts from: the run's
-        start (or resume), then each rollback of the learner or loss of the store, after
-        which what was sampled before is learned from again, or never."""
+        self._pace_origin = (self.counters.env_steps, self.counters.updates, self._dropped())
+        """The env steps sampled, the published version and the store's count of dropped
+        items the pace counts from: the run's start (or resume), then each rollback of the
+        learner or loss of the store, after which what was sampled before is learned from
+        again, or never."""
         self._paced_store: Any = store.handle
 
     def start(self) -> None:
@@ -178,9 +179,13 @@ class WorkerSupervisor:
         if self.store.handle is not self._paced_store:  # the old store's unrolls are lost
             self._paced_store = self.store.handle
             self._rebase_pace()
-        origin_env_steps, origin_version = self._pace_origin
+        origin_env_steps, origin_version, origin_dropped = self._pace_origin
         learned = pace.env_steps_of(max(self.weights.version - origin_version, 0))
-        return self._sampled() - origin_env_steps < learned + pace.lead_env_steps
+        # unrolls the store dropped as stale will never be learned from: sampling them
+        # again keeps the learner's batches whole (else the pace waits for a learner that
+        # waits for them)
+        dropped = pace.env_steps_of_unrolls(max(self._dropped() - origin_dropped, 0))
+        return self._sampled() - origin_env_steps < learned + dropped + pace.lead_env_steps
 
     def _awaits_weights(self, slot: WorkerSlot) -> bool:
         """Under a pace, whether the worker's next chunk waits for the weights it was handed
@@ -188,7 +193,13 @@ class WorkerSupervisor:
         return self.pace is not None and slot.weights_pending
 
     def _rebase_pace(self) -> None:
-        self._pace_origin = (self._sampled(), max(self.weights.version, self.counters.updates))
+        version = max(self.weights.version, self.counters.updates)
+        self._pace_origin = (self._sampled(), version, self._dropped())
+
+    def _dropped(self) -> int:
+        """Items the store has dropped unused, as of its latest stats (0 before any)."""
+        latest = self.store.latest
+        return 0 if latest is None else latest.dropped
 
     def _within_budget(self) -> bool:
         """Whether one more chunk keeps the run within `run.total_env_steps`. Only running

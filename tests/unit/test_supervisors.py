@@ -269,6 +269,23 @@ def test_with_a_pace_workers_sample_the_next_update_only_once_weights_learned_th
     assert len(sampled_chunks(workers)) == 10
 
 
+def test_a_paced_worker_samples_again_what_the_store_dropped_as_stale():
+    """Unrolls the store drops as stale are never learned from: counted as sampled, they
+    would hold the pace below a whole batch for good, the learner waiting for unrolls and
+    the workers for the learner (an MPE run hung so, 95k env steps before its end, after a
+    worker starved beside other runs sent a chunk 5 versions old). Once the store reports
+    them dropped, that many env steps are sampled again."""
+    pace = SamplingPace(128, updates_ahead=1, steps_per_unroll=16)  # 4 unrolls per chunk
+    world, workers = paced_workers(2, pace, max_chunks_in_flight=2)
+    assert len(sampled_chunks(workers)) == 4
+    deliver(world, workers)
+    workers.request_chunks()
+    assert len(sampled_chunks(workers)) == 4
+    world.store.latest = StoreStats(size=12, inserted=16, sampled=0, dropped=4)
+    workers.request_chunks()
+    assert len(sampled_chunks(workers)) == 5  # one more 64-step chunk
+
+
 def test_a_paced_chunk_may_overshoot_the_lead_so_that_the_learner_gets_a_whole_batch():
     _, workers = paced_workers(1, SamplingPace(96, updates_ahead=0), max_chunks_in_flight=4)
     assert len(sampled_chunks(workers)) == 2  # 128 env steps sampled for a 96-step update
