@@ -6,7 +6,8 @@ third), so a short run beats chance. Agent `agent_1` plays `SHORT_STEPS` steps, 
 `EPISODE_STEPS`: its slot then idles until the episode ends. An action for an agent that
 has finished, or outside the action space, raises, as does a step after the episode ended.
 `env.kwargs`: `agents` (how many), `mismatched` (agent_1 gets a larger observation space:
-refused), `truncate` (every agent ends by truncation rather than termination).
+refused), `truncate` (every agent ends by truncation rather than termination), `late`
+(the last agent has no observation at reset: an agent that joins later, refused).
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ SHORT_AGENT = "agent_1"
 class CodeMatch(ParallelEnv):
     metadata: ClassVar[dict[str, Any]] = {"name": "code_match_v0", "render_modes": []}
 
-    def __init__(self, agents: int = 3, mismatched: bool = False, truncate: bool = False) -> None:
+    def __init__(
+        self, agents: int = 3, mismatched: bool = False, truncate: bool = False, late: bool = False
+    ) -> None:
         self.possible_agents = [f"agent_{i}" for i in range(agents)]
         self.mismatched = mismatched
         self.truncate = truncate
+        self.late = late
         self.agents: list[str] = []
         self._rng = np.random.default_rng()
         self._codes: dict[str, int] = {}
@@ -47,7 +51,10 @@ class CodeMatch(ParallelEnv):
             self._rng = np.random.default_rng(seed)
         self.agents = list(self.possible_agents)
         self._t = 0
-        return self._observe(), {agent: {} for agent in self.agents}
+        obs = self._observe()
+        if self.late:
+            obs.pop(self.possible_agents[-1])
+        return obs, {agent: {} for agent in self.agents}
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         if not self.agents:

@@ -107,6 +107,30 @@ def test_agents_with_different_observation_spaces_are_refused_naming_them():
         make_env(EnvConfig(id=ENV_ID, kwargs={"mismatched": True}), 1, training=True)
 
 
+def test_an_env_whose_agents_the_slots_cannot_follow_fails_naming_them():
+    env = make_env(EnvConfig(id=ENV_ID, kwargs={"late": True}), 1, training=True)
+    try:
+        with pytest.raises(ValueError, match=r"reset's observations lack \['agent_2'\]"):
+            env.reset(seed=0)
+    finally:
+        env.close()
+
+
+def test_a_queue_that_cannot_hold_a_workers_agent_unrolls_is_refused_before_start():
+    config = load_config("cartpole_ppo", [f"env.id={ENV_ID}"])  # 8 copies x 3 agents, room 16
+    with pytest.raises(ConfigError, match=r"algorithm.queue_capacity=16 .* at least 24"):
+        validate(config)
+
+
+def test_videos_of_several_agents_are_refused_before_start():
+    config = load_config(
+        "cartpole_ppo",
+        [f"env.id={ENV_ID}", "algorithm.queue_capacity=48", "logging.video_interval_evals=1"],
+    )
+    with pytest.raises(ConfigError, match=r"videos of envs with several agents"):
+        validate(config)
+
+
 @pytest.mark.parametrize("preset", ["cartpole_dqn", "cartpole_impala", "pendulum_sac"])
 def test_algorithms_without_several_agents_are_refused_before_anything_starts(preset):
     overrides = [f"env.id={ENV_ID}", "env.normalize.observations=false"]
