@@ -96,6 +96,7 @@ class RayDriver:
             chunk_env_steps=family.chunk_steps(config.algorithm) * config.workers.envs_per_worker,
             total_env_steps=config.run.total_env_steps,
             pace=family.sampling_pace(config, factory.spec),
+            starts_trained=resume is not None or config.run.init_checkpoint is not None,
         )
         self.learners = LearnerSupervisor(
             context,

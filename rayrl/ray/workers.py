@@ -80,6 +80,9 @@ class WorkerSlot:
     """It has not started and the cluster has no CPU free for it."""
     weights_version: int = -1
     weights_pending: bool = False
+    acts_with_published: bool = False
+    """Its actor has applied published weights; until then it acts with its own fresh
+    ones."""
 
 
 class WorkerSupervisor:
@@ -92,11 +95,18 @@ class WorkerSupervisor:
         chunk_env_steps: int,
         total_env_steps: int,
         pace: SamplingPace | None = None,
+        starts_trained: bool = False,
     ) -> None:
         """The workers' chunks go to `store`'s actor; they act with the newest weights of
         `context.weights`; `chunk_env_steps` is what one chunk adds to the run's env steps,
         which stop at `total_env_steps`; `pace` bounds how far they sample ahead of the
-        learner (None: only the store holds them back)."""
+        learner (None: only the store holds them back). In a run that `starts_trained`
+        (resumed, or warm-started from a checkpoint) no worker samples before it acts with
+        published weights, nor, once weights are published, does a replacement worker in
+        any run: its own fresh ones would sample episodes of an untrained policy, counted in
+        the budget and, off-policy, learned from. A new run's workers act with their own
+        until the first weights come, as untrained as the learner's, rather than wait for
+        the learner to start."""
         self.factory = context.factory
         self.dispatcher = context.dispatcher
         self.deaths = context.deaths
@@ -116,6 +126,7 @@ class WorkerSupervisor:
         self._none_running_since: float | None = None
         self._rollbacks_seen = 0
         self.pace = pace
+        self.starts_trained = starts_trained
         self._pace_origin = (self.counters.env_steps, self.counters.updates, self._dropped())
         """The env steps sampled, the published version and the store's count of dropped
         items the pace counts from: the run's start (or resume), then each rollback of the
@@ -188,9 +199,13 @@ class WorkerSupervisor:
         return self._sampled() - origin_env_steps < learned + dropped + pace.lead_env_steps
 
     def _awaits_weights(self, slot: WorkerSlot) -> bool:
-        """Under a pace, whether the worker's next chunk waits for the weights it was handed
-        (`_on_weights_applied` asks for it)."""
-        return self.pace is not None and slot.weights_pending
+        """Whether the worker's next chunk waits for weights (`_on_weights_applied` asks
+        for it): under a pace, those it was handed; in a run that starts trained, or for a
+        replacement worker, the first published ones (see `__init__`)."""
+        if self.pace is not None and slot.weights_pending:
+            return True
+        replacement = slot.incarnation > 0 and self.weights.available
+        return (self.starts_trained or replacement) and not slot.acts_with_published
 
     def _rebase_pace(self) -> None:
         version = max(self.weights.version, self.counters.updates)
@@ -323,6 +338,7 @@ class WorkerSupervisor:
         slot.incarnation += 1
         slot.handle = self.factory.worker(slot.index, slot.incarnation)
         slot.weights_version = -1
+        slot.acts_with_published = False
         slot.last_progress = self.clock()
         self._watch_start(slot)
         self._send_weights(slot)
@@ -348,9 +364,10 @@ class WorkerSupervisor:
                     logger.warning("worker %d did not start; replacing it", slot.index)
                     self._replace(slot, "it did not start within faults.start_timeout_s")
                 continue
-            # waiting for the store's rate limit is not hanging: only sample calls count,
-            # and the weights a paced worker's next chunk waits for
-            if not (slot.sampling or self._awaits_weights(slot)):
+            # waiting for the store's rate limit, or for the learner's first weights, is not
+            # hanging: only sample calls count, and the weights handed to a worker whose
+            # next chunk waits for them
+            if not (slot.sampling or (slot.weights_pending and self._awaits_weights(slot))):
                 continue
             silent = self.watchdog.silent_s(slot.last_progress, timeout, slot.process)
             if silent > timeout:
@@ -436,6 +453,7 @@ class WorkerSupervisor:
 
     def _on_weights_applied(self, slot: WorkerSlot) -> None:
         slot.weights_pending = False
+        slot.acts_with_published = True
         self._send_weights(slot)
         self._fill(slot)  # a paced chunk waited for these weights
 

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import rayrl
+from rayrl.files import read_jsonl
+from rayrl.rundir import RunDirectory
 from tests.local_runs import local_run
 
 
@@ -65,6 +67,28 @@ def test_paced_workers_sample_at_most_one_update_ahead_and_ppo_learns(ray_cluste
     assert result.stop_reason == "target_return reached"
     assert result.final_eval.mean >= 300
     assert result.counters.env_steps <= (result.counters.updates + 2) * 8 * 32
+
+
+def test_a_resumed_ray_run_samples_only_with_its_restored_weights(ray_cluster, tmp_path):
+    """Workers that acted with their own fresh weights until the restored ones came sampled
+    a chunk of an untrained policy each, which the store dropped as stale (a resumed
+    `mpe_spread_ppo` run at 1.5M env steps dropped 192 unrolls, its first returns a random
+    policy's). Paced, a resumed run drops none."""
+    settings = [
+        "logging.console=false",
+        f"run.runs_dir={tmp_path}",
+        "run.seed=0",
+        "algorithm.sample_ahead_updates=1",
+    ]
+    first = rayrl.train("cartpole_ppo", overrides=[*settings, "run.total_env_steps=4096"])
+    assert first.counters.updates > 4  # max_policy_lag: fresh weights' unrolls are stale
+    resumed = rayrl.train(resume=first.run_dir, overrides=["run.total_env_steps=8192"])
+    assert resumed.counters.updates > first.counters.updates
+    rows = read_jsonl(RunDirectory(first.run_dir).metrics_path)
+    after = [row for row in rows if row["env_steps"] > first.counters.env_steps]
+    dropped = [row["queue/dropped_stale"] for row in after if "queue/dropped_stale" in row]
+    assert dropped
+    assert set(dropped) == {0.0}
 
 
 def test_ppo_local_runtime_trains_checkpoints_and_evaluates(tiny_run):

@@ -123,7 +123,11 @@ class World:
         self.context.watchdog.tick()
 
     def workers(
-        self, total_env_steps: int = 10**9, pace: SamplingPace | None = None, **settings
+        self,
+        total_env_steps: int = 10**9,
+        pace: SamplingPace | None = None,
+        starts_trained: bool = False,
+        **settings,
     ) -> WorkerSupervisor:
         config = WorkersConfig(num_workers=self.num_workers, **settings)
         supervisor = WorkerSupervisor(
@@ -133,6 +137,7 @@ class World:
             chunk_env_steps=64,
             total_env_steps=total_env_steps,
             pace=pace,
+            starts_trained=starts_trained,
         )
         self.supervise(supervisor).start()
         return supervisor
@@ -314,6 +319,54 @@ def test_a_paced_worker_starts_its_next_chunk_once_the_weights_it_was_handed_are
     assert len(sampled_chunks(unpaced)) == 2
 
 
+def test_a_resumed_runs_workers_sample_only_with_the_restored_weights():
+    """Their own fresh weights would sample episodes of an untrained policy into the
+    resumed run (counted in its budget, and in its first returns); waiting for a learner
+    that has not published yet is not hanging."""
+    world = World(num_workers=2)
+    workers = world.workers(starts_trained=True, sample_timeout_s=10.0, max_chunks_in_flight=1)
+    world.start(workers)
+    workers.request_chunks()
+    world.clock.now = 100.0
+    workers.check_hangs()
+    assert sampled_chunks(workers) == []
+    assert [slot.incarnation for slot in workers.slots] == [0, 0]
+    world.weights.publish("restored", 600)
+    workers.send_weights()
+    workers.request_chunks()
+    assert sampled_chunks(workers) == []  # handed, not yet in use
+    answer(workers.slots[0].handle, "set_weights")
+    world.pump()
+    assert [len(slot.handle.calls_to("sample")) for slot in workers.slots] == [1, 0]
+    world.weights.publish("newer", 601)
+    workers.send_weights()
+    workers.request_chunks()  # later weights do not hold an unpaced worker back
+    assert [len(slot.handle.calls_to("sample")) for slot in workers.slots] == [1, 0]
+
+
+def test_a_replacement_worker_samples_only_with_published_weights():
+    """In a new run too: the first workers act with their own fresh weights (as untrained
+    as the learner's), a replacement's would be an untrained policy among trained ones."""
+    world = World(num_workers=1)
+    workers = world.workers(max_chunks_in_flight=1)
+    world.start(workers)
+    workers.request_chunks()
+    slot = workers.slots[0]
+    world.weights.publish("v5", 5)
+    workers.send_weights()
+    answer(slot.handle, "set_weights")
+    world.pump()
+    slot.handle.calls_to("sample")[0].refs[1].fail(slot.handle.died())
+    world.pump()
+    world.start(workers)  # the replacement's process starts, handed v5
+    assert slot.incarnation == 1
+    workers.request_chunks()
+    assert slot.handle.calls_to("sample") == []
+    answer(slot.handle, "set_weights")
+    world.pump()
+    assert len(slot.handle.calls_to("sample")) == 1
+
+
 def test_a_paced_worker_that_takes_no_weights_is_replaced_as_hung():
     world, workers = paced_workers(1, SamplingPace(64, updates_ahead=0), sample_timeout_s=10.0)
     deliver(world, workers)
@@ -377,6 +430,9 @@ def test_a_dead_worker_is_replaced_and_its_late_results_are_dropped():
     assert world.counters.env_steps == 0
     assert world.metrics.workers[0].restarts == 1
     world.start(workers)  # the replacement
+    assert slot.handle.calls_to("sample") == []  # it samples with the weights it was handed
+    answer(slot.handle, "set_weights")
+    world.pump()
     assert len(slot.handle.calls_to("sample")) == 2
 
 
