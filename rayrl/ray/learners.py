@@ -135,14 +135,15 @@ class LearnerSupervisor:
             self.first.placement.remote(), self._on_started, self._on_error, self.life
         )
         # publish the initial (or restored) weights once they exist, so that no worker
-        # queues a call behind an object still being made (workers act with their own
-        # initial weights until then)
+        # queues a call behind an object still being made (a new run's workers act with
+        # their own initial weights until then, a resumed run's wait for these: an error
+        # here is the learner's death, or one that stops the run)
         version = self.counters.updates
         weights = self.first.weights.remote()
         self.dispatcher.submit(
             weights,
             lambda _: self.weights_out.publish(weights, version, rollback=rollback),
-            lambda _: None,
+            self._on_error,
             self.life,
         )
 

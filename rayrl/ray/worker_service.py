@@ -5,8 +5,10 @@ a concurrency group of its own, beside a sample call in progress (`rayrl.ray.fac
 this shell keeps the two threads apart: weights that arrive while a chunk is being sampled
 wait in an inbox (the newest wins), and the sampling thread applies them before its next
 env step; between chunks (a worker held back by the replay ratio waits there) they apply
-at once. Sampling never waits for the learner, and a new version is in use from the env
-step after it arrives, not a whole chunk later (the Acme VariableClient idea, push-based).
+at once. A chunk in progress never waits for the learner, and a new version is in use from
+the env step after it arrives, not a whole chunk later (the Acme VariableClient idea,
+push-based); whether a chunk starts before the first weights is the driver's choice
+(`rayrl.ray.workers`).
 """
 
 from __future__ import annotations

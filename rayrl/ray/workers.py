@@ -20,10 +20,15 @@ worker -> object store -> experience actor by reference (this process forwards t
 reference, at most one update queued per worker, in its own concurrency group so that a
 sample call in progress picks them up at its next env step.
 
-Failures: a dead worker is replaced (and handed the newest weights) under its slot's
-restart budget (`faults.worker_restarts` within `faults.restart_window_s`, with backoff); a
-worker that has started but delivers no chunk for `workers.sample_timeout_s` while asked
-for one is killed and replaced; an error in a worker's constructor stops the run with that
+Weights first: once the learner has published (from the start in a resumed or warm-started
+run) a worker samples only after it has taken published weights, so that no chunk of an
+untrained policy enters a trained run; before that, a new run's workers act with their own.
+
+Failures: a dead worker is replaced (and handed the newest weights, which it waits for)
+under its slot's restart budget (`faults.worker_restarts` within `faults.restart_window_s`,
+with backoff); a worker that has started but delivers no chunk for
+`workers.sample_timeout_s` while asked for one, or takes no weights it waits for, is killed
+and replaced; an error in a worker's constructor stops the run with that
 error (it would recur at every restart).
 
 Capacity: a worker that waits for a CPU the cluster does not have free (its node was lost)
@@ -81,8 +86,8 @@ class WorkerSlot:
     weights_version: int = -1
     weights_pending: bool = False
     acts_with_published: bool = False
-    """Its actor has applied published weights; until then it acts with its own fresh
-    ones."""
+    """Its actor has taken published weights (they are in use from its next env step);
+    until then it acts with its own fresh ones."""
 
 
 class WorkerSupervisor:
@@ -102,11 +107,11 @@ class WorkerSupervisor:
         which stop at `total_env_steps`; `pace` bounds how far they sample ahead of the
         learner (None: only the store holds them back). In a run that `starts_trained`
         (resumed, or warm-started from a checkpoint) no worker samples before it acts with
-        published weights, nor, once weights are published, does a replacement worker in
-        any run: its own fresh ones would sample episodes of an untrained policy, counted in
-        the budget and, off-policy, learned from. A new run's workers act with their own
-        until the first weights come, as untrained as the learner's, rather than wait for
-        the learner to start."""
+        published weights, nor, once weights are published, does any worker (a replacement,
+        or one that started late) in any run: its own fresh ones would sample episodes of an
+        untrained policy, counted in the budget and, off-policy, learned from. Before the
+        first publication a new run's workers act with their own, as untrained as the
+        learner's, rather than wait for the learner to start."""
         self.factory = context.factory
         self.dispatcher = context.dispatcher
         self.deaths = context.deaths
@@ -200,12 +205,11 @@ class WorkerSupervisor:
 
     def _awaits_weights(self, slot: WorkerSlot) -> bool:
         """Whether the worker's next chunk waits for weights (`_on_weights_applied` asks
-        for it): under a pace, those it was handed; in a run that starts trained, or for a
-        replacement worker, the first published ones (see `__init__`)."""
+        for it): under a pace, those it was handed; the first published ones, in a run that
+        starts trained or once any are published (see `__init__`)."""
         if self.pace is not None and slot.weights_pending:
             return True
-        replacement = slot.incarnation > 0 and self.weights.available
-        return (self.starts_trained or replacement) and not slot.acts_with_published
+        return (self.starts_trained or self.weights.available) and not slot.acts_with_published
 
     def _rebase_pace(self) -> None:
         version = max(self.weights.version, self.counters.updates)

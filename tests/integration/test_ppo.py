@@ -71,9 +71,10 @@ def test_paced_workers_sample_at_most_one_update_ahead_and_ppo_learns(ray_cluste
 
 def test_a_resumed_ray_run_samples_only_with_its_restored_weights(ray_cluster, tmp_path):
     """Workers that acted with their own fresh weights until the restored ones came sampled
-    a chunk of an untrained policy each, which the store dropped as stale (a resumed
-    `mpe_spread_ppo` run at 1.5M env steps dropped 192 unrolls, its first returns a random
-    policy's). Paced, a resumed run drops none."""
+    a chunk of an untrained policy each, as many versions behind as the run had updates,
+    which the store dropped as stale (a resumed `mpe_spread_ppo` run at 1.5M env steps
+    dropped 192 unrolls, its first returns a random policy's; here 16). Paced one update
+    ahead, a resumed run drops none."""
     settings = [
         "logging.console=false",
         f"run.runs_dir={tmp_path}",
@@ -81,14 +82,12 @@ def test_a_resumed_ray_run_samples_only_with_its_restored_weights(ray_cluster, t
         "algorithm.sample_ahead_updates=1",
     ]
     first = rayrl.train("cartpole_ppo", overrides=[*settings, "run.total_env_steps=4096"])
-    assert first.counters.updates > 4  # max_policy_lag: fresh weights' unrolls are stale
+    assert first.counters.updates >= 8  # fresh weights' chunks would lag that many versions
     resumed = rayrl.train(resume=first.run_dir, overrides=["run.total_env_steps=8192"])
     assert resumed.counters.updates > first.counters.updates
     rows = read_jsonl(RunDirectory(first.run_dir).metrics_path)
     after = [row for row in rows if row["env_steps"] > first.counters.env_steps]
-    dropped = [row["queue/dropped_stale"] for row in after if "queue/dropped_stale" in row]
-    assert dropped
-    assert set(dropped) == {0.0}
+    assert all(row.get("queue/dropped_stale", 0.0) == 0.0 for row in after)
 
 
 def test_ppo_local_runtime_trains_checkpoints_and_evaluates(tiny_run):

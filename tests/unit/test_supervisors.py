@@ -244,6 +244,16 @@ def deliver(world: World, workers: WorkerSupervisor) -> None:
     world.pump()
 
 
+def publish_and_take(world: World, workers: WorkerSupervisor, info: str, version: int) -> None:
+    """The learner publishes, and every worker takes the weights (once published, a worker
+    samples only with published weights)."""
+    world.weights.publish(info, version)
+    workers.send_weights()
+    for slot in workers.slots:
+        answer(slot.handle, "set_weights")
+    world.pump()
+
+
 def paced_workers(num_workers: int, pace: SamplingPace, **settings) -> tuple:
     """Started workers under `pace`, asked for their first chunks."""
     world = World(num_workers=num_workers)
@@ -262,14 +272,14 @@ def test_with_a_pace_workers_sample_the_next_update_only_once_weights_learned_th
     deliver(world, workers)
     workers.request_chunks()
     assert len(sampled_chunks(workers)) == 4  # version 0 learned from nothing yet
-    world.weights.publish("v0", 0)
+    publish_and_take(world, workers, "v0", 0)
     workers.request_chunks()
     assert len(sampled_chunks(workers)) == 4
-    world.weights.publish("v1", 1)
+    publish_and_take(world, workers, "v1", 1)
     workers.request_chunks()
     assert len(sampled_chunks(workers)) == 6
     deliver(world, workers)
-    world.weights.publish("v3", 3)  # a publication may cover several updates
+    publish_and_take(world, workers, "v3", 3)  # a publication may cover several updates
     workers.request_chunks()
     assert len(sampled_chunks(workers)) == 10
 
@@ -313,10 +323,12 @@ def test_a_paced_worker_starts_its_next_chunk_once_the_weights_it_was_handed_are
     world = World(num_workers=1)
     unpaced = world.workers(max_chunks_in_flight=2)
     world.start(unpaced)
-    world.weights.publish("v1", 1)
+    publish_and_take(world, unpaced, "v1", 1)
+    deliver(world, unpaced)
+    world.weights.publish("v2", 2)
     unpaced.send_weights()
     unpaced.request_chunks()
-    assert len(sampled_chunks(unpaced)) == 2
+    assert len(sampled_chunks(unpaced)) == 4
 
 
 def test_a_resumed_runs_workers_sample_only_with_the_restored_weights():
@@ -338,15 +350,20 @@ def test_a_resumed_runs_workers_sample_only_with_the_restored_weights():
     answer(workers.slots[0].handle, "set_weights")
     world.pump()
     assert [len(slot.handle.calls_to("sample")) for slot in workers.slots] == [1, 0]
+    deliver(world, workers)
+    world.clock.now = 111.0  # worker 1 never takes the weights it was handed at 100 s
+    workers.check_hangs()
+    assert [slot.incarnation for slot in workers.slots] == [0, 1]
     world.weights.publish("newer", 601)
     workers.send_weights()
     workers.request_chunks()  # later weights do not hold an unpaced worker back
-    assert [len(slot.handle.calls_to("sample")) for slot in workers.slots] == [1, 0]
+    assert len(workers.slots[0].handle.calls_to("sample")) == 2
 
 
-def test_a_replacement_worker_samples_only_with_published_weights():
+def test_once_weights_are_published_a_worker_samples_only_with_them():
     """In a new run too: the first workers act with their own fresh weights (as untrained
-    as the learner's), a replacement's would be an untrained policy among trained ones."""
+    as the learner's) until the learner publishes; after that a replacement's, or a late
+    starter's, would be an untrained policy among trained ones."""
     world = World(num_workers=1)
     workers = world.workers(max_chunks_in_flight=1)
     world.start(workers)
@@ -365,6 +382,16 @@ def test_a_replacement_worker_samples_only_with_published_weights():
     answer(slot.handle, "set_weights")
     world.pump()
     assert len(slot.handle.calls_to("sample")) == 1
+
+    world = World(num_workers=1)
+    late = world.workers()
+    world.weights.publish("v1", 1)
+    late.send_weights()  # handed while its process starts
+    world.start(late)
+    assert sampled_chunks(late) == []
+    answer(late.slots[0].handle, "set_weights")
+    world.pump()
+    assert len(sampled_chunks(late)) == 2
 
 
 def test_a_paced_worker_that_takes_no_weights_is_replaced_as_hung():
@@ -387,7 +414,7 @@ def test_the_pace_counts_afresh_after_a_rollback_or_the_stores_loss():
     hold the workers back: without new ones the learner would never publish again."""
     world, workers = paced_workers(1, SamplingPace(64, updates_ahead=0), max_chunks_in_flight=2)
     deliver(world, workers)
-    world.weights.publish("v1", 1)
+    publish_and_take(world, workers, "v1", 1)
     workers.request_chunks()
     deliver(world, workers)
     workers.request_chunks()
