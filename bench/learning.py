@@ -161,9 +161,34 @@ PAPER_ALGORITHM = {
 """Each preset's algorithm: the paper's curve it is set beside, and how the table names it."""
 
 
+SPREAD_V2_SELF_COLLISION = 12.5
+"""What PettingZoo 1.12's simple_spread_v2 charged each agent per episode for colliding with
+itself (its collision count included the agent: -1 a step, at local_ratio 0.5, over 25
+steps; PettingZoo 1.22.4 fixed it): added to a v2 return, it puts it on mpe2's v3 reward."""
+MARLLIB = "MARLlib (Hu et al. 2022; results/mpe in its repository, commit 23b0628), 20M env steps"
+MARLLIB_SPREAD_IPPO = -33.3
+"""MARLlib's IPPO (RLlib's PPO, one GRU policy shared by the agents) on simple_spread_v2:
+the shared policy's mean agent return over training episodes, the mean over its 4 seeds of
+the last 100 logged points (the last 250k of 20M env steps)."""
+OTHER_PUBLISHED = {
+    ("ppo", "simple_spread"): (
+        round(MARLLIB_SPREAD_IPPO + SPREAD_V2_SELF_COLLISION, 1),
+        MARLLIB,
+        f"IPPO, one shared GRU policy; training returns; {MARLLIB_SPREAD_IPPO:g} on PettingZoo "
+        f"1.12's simple_spread_v2, less its self-collision charge ({SPREAD_V2_SELF_COLLISION:g} "
+        "an episode), with v2's dynamics (the velocity updated before the move)",
+        "IPPO, MARLlib, 20M env steps",
+    ),
+}
+"""Published figures off MinAtar by (algorithm, game): (return, source, how it differs,
+the results page's name for it)."""
+
+
 def published(algorithm: str, game: str) -> tuple[float, str, str]:
-    """The paper's figure for a preset's algorithm on a game: (return, source, how its
-    protocol differs from ours); NaN and "-" where it has none."""
+    """The published figure for a preset's algorithm on a game: (return, source, how its
+    protocol differs from ours); NaN and "-" where there is none."""
+    if (algorithm, game) in OTHER_PUBLISHED:
+        return OTHER_PUBLISHED[algorithm, game][:3]
     if algorithm not in PAPER_ALGORITHM or game not in MINIMAL_ACTIONS:
         return math.nan, "-", "-"
     curve, name = PAPER_ALGORITHM[algorithm]
@@ -198,7 +223,7 @@ FOLLOWS = {
     "halfcheetah_ppo": "CleanRL's PPO reports training returns; here the Gaussian's mean",
     "mpe_spread_ppo": (
         "the policy's samples; a return is the mean of the agents' returns over the episode "
-        "(EPyMARL reports the team reward's sum over the episode divided by the agents)"
+        "(MARLlib reports the same mean over its training episodes)"
     ),
     "popgym_repeat_previous_ppo": (
         "the greedy policy's mean return (the POPGym paper reports MMER: the maximum over "
@@ -801,10 +826,14 @@ def time_to_target(found: list[tuple[dict, RunFigures]], target: float | None) -
 
 
 def published_figure(algorithm: str, game: str) -> str:
-    """The published figure of a RESULTS row: the MinAtar paper's return and the curve it
-    is read off, "-" where the studies' table has none."""
+    """The published figure of a RESULTS row: the return and what it is (the MinAtar
+    paper's curve it is read off, or OTHER_PUBLISHED's name), "-" where the studies' table
+    has none."""
     value, _, _ = published(algorithm, game)
-    return "-" if math.isnan(value) else f"{value:g} ({PAPER_ALGORITHM[algorithm][1]})"
+    if math.isnan(value):
+        return "-"
+    other = OTHER_PUBLISHED.get((algorithm, game))
+    return f"{value:g} ({other[3] if other else PAPER_ALGORITHM[algorithm][1]})"
 
 
 def results(
@@ -935,7 +964,10 @@ def results_page(rows: list[str], drawn: dict[str, tuple[str, list[Curves]]]) ->
         "  evaluation itself ends a little later (`docs/performance.md` times whole commands).",
         "- **published**: the MinAtar paper's figure (Young & Tian 2019, Fig. 2) at 5M frames,",
         "  for the algorithm named. The paper reports training returns, with all 6 actions: a",
-        "  guide, not the same measurement.",
+        "  guide, not the same measurement. For `mpe_spread_ppo`, MARLlib's IPPO after 20M env",
+        "  steps (training returns, 4 seeds) on PettingZoo 1.12's simple_spread_v2, put on",
+        f"  mpe2's v3 reward: v2 charged each agent {SPREAD_V2_SELF_COLLISION:g} an episode for",
+        f"  colliding with itself ({MARLLIB_SPREAD_IPPO:g} there).",
         "",
         "How the presets' settings were chosen (every variant tried, the rows measured before",
         "the records, and the reading of them all) is in `bench/reports/learning.md`, which the",

@@ -348,6 +348,20 @@ def test_every_minatar_game_has_the_papers_figure_beside_it(learning):
     assert source == "-"
 
 
+def test_the_mpe_preset_is_set_beside_marllibs_ippo_on_mpe2s_reward(learning):
+    """MARLlib's simple_spread_v2 charged each agent 0.5 a step for colliding with itself;
+    its figure is set beside mpe2's v3 returns with that charge given back, and named."""
+    value, source, differs = learning.published("ppo", "simple_spread")
+    assert value == pytest.approx(-33.3 + 12.5)
+    assert source == learning.MARLLIB
+    assert "-33.3 on PettingZoo 1.12's simple_spread_v2" in differs
+    assert learning.published_figure("ppo", "simple_spread") == (
+        "-20.8 (IPPO, MARLlib, 20M env steps)"
+    )
+    assert learning.published_figure("ppo", "Breakout") == "17 (AC(lambda))"
+    assert math.isnan(learning.published("appo", "simple_spread")[0])
+
+
 def test_a_run_whose_schedules_span_its_budget_is_named_by_it(learning, tmp_path):
     """minatar_impala decays its learning rate over the budget, so one seed's runs to 1M and
     to 5M are two runs with two names (and two records); minatar_ppo's is one run,
