@@ -83,7 +83,7 @@ def test_a_resumed_ray_run_samples_only_with_its_restored_weights(ray_cluster, t
     ]
     first = rayrl.train("cartpole_ppo", overrides=[*settings, "run.total_env_steps=4096"])
     assert first.counters.updates >= 8  # fresh weights' chunks would lag that many versions
-    resumed = rayrl.train(resume=first.run_dir, overrides=["run.total_env_steps=8192"])
+    resumed = rayrl.train(resume=first.run_dir, overrides=["run.total_env_steps=6144"])
     assert resumed.counters.updates > first.counters.updates
     rows = read_jsonl(RunDirectory(first.run_dir).metrics_path)
     after = [row for row in rows if row["env_steps"] > first.counters.env_steps]
