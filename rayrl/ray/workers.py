@@ -51,6 +51,7 @@ from rayrl.ray.context import SupervisorContext
 from rayrl.ray.dispatcher import Life, callee_died
 from rayrl.ray.factory import CAPACITY_NOTICE_S
 from rayrl.ray.identity import ActorIdentity
+from rayrl.ray.pace import PaceGate
 from rayrl.ray.restarts import RestartBudget, constructor_error, one_line
 from rayrl.ray.store import StoreSupervisor
 
@@ -130,14 +131,9 @@ class WorkerSupervisor:
         self.stopped = False
         self._none_running_since: float | None = None
         self._rollbacks_seen = 0
-        self.pace = pace
         self.starts_trained = starts_trained
-        self._pace_origin = (self.counters.env_steps, self.counters.updates, self._dropped())
-        """The env steps sampled, the published version and the store's count of dropped
-        items the pace counts from: the run's start (or resume), then each rollback of the
-        learner or loss of the store, after which what was sampled before is learned from
-        again, or never."""
-        self._paced_store: Any = store.handle
+        self.pace = None if pace is None else PaceGate(pace, store, self.weights)
+        self._rebase_pace()
 
     def start(self) -> None:
         """Create every worker at once: their processes start in parallel."""
@@ -186,22 +182,8 @@ class WorkerSupervisor:
         return self.counters.env_steps + sampling * self.chunk_env_steps
 
     def _within_pace(self) -> bool:
-        """Whether a chunk may start under the sampling pace: what was sampled since the
-        pace's origin is short of what the published weights learned from since, plus the
-        lead (a chunk may overshoot it, so that the learner always gets a whole batch)."""
-        pace = self.pace
-        if pace is None:
-            return True
-        if self.store.handle is not self._paced_store:  # the old store's unrolls are lost
-            self._paced_store = self.store.handle
-            self._rebase_pace()
-        origin_env_steps, origin_version, origin_dropped = self._pace_origin
-        learned = pace.env_steps_of(max(self.weights.version - origin_version, 0))
-        # unrolls the store dropped as stale will never be learned from: sampling them
-        # again keeps the learner's batches whole (else the pace waits for a learner that
-        # waits for them)
-        dropped = pace.env_steps_of_unrolls(max(self._dropped() - origin_dropped, 0))
-        return self._sampled() - origin_env_steps < learned + dropped + pace.lead_env_steps
+        """Whether a chunk may start under the sampling pace (`rayrl.ray.pace`)."""
+        return self.pace is None or self.pace.allows(self._sampled(), self.counters.updates)
 
     def _awaits_weights(self, slot: WorkerSlot) -> bool:
         """Whether the worker's next chunk waits for weights (`_on_weights_applied` asks
@@ -212,13 +194,9 @@ class WorkerSupervisor:
         return (self.starts_trained or self.weights.available) and not slot.acts_with_published
 
     def _rebase_pace(self) -> None:
-        version = max(self.weights.version, self.counters.updates)
-        self._pace_origin = (self._sampled(), version, self._dropped())
-
-    def _dropped(self) -> int:
-        """Items the store has dropped unused, as of its latest stats (0 before any)."""
-        latest = self.store.latest
-        return 0 if latest is None else latest.dropped
+        """The pace counts from here: the run's start (or resume), then each rollback."""
+        if self.pace is not None:
+            self.pace.rebase(self._sampled(), self.counters.updates)
 
     def _within_budget(self) -> bool:
         """Whether one more chunk keeps the run within `run.total_env_steps`. Only running
