@@ -974,6 +974,18 @@ def test_an_error_in_the_update_itself_stops_the_run():
         world.pump()
 
 
+def test_an_error_in_the_first_publication_stops_the_run():
+    """A resumed run's workers wait for the restored weights: an error getting them, ignored,
+    would leave the run waiting for good."""
+    world = World()
+    supervisor = Learners(world).supervisor
+    supervisor.start(LearnerStart())
+    supervisor.handles[0].calls_to("weights")[0].ref.fail(task_error("cannot pickle"))
+    with pytest.raises(Exception, match="cannot pickle"):
+        world.pump()
+    assert not world.weights.available
+
+
 # ---- store -----------------------------------------------------------------------------------
 
 
