@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from rayrl.algorithms.torch_learner import linear_decay
+from rayrl.algorithms.torch_learner import global_norm, linear_decay
 from rayrl.config import LearnerConfig
 from rayrl.envs import env_spec
 from rayrl.errors import ConfigError
@@ -32,6 +32,24 @@ def reference_optimizer(parameters, settings: LearnerConfig) -> torch.optim.Opti
             foreach=False,
         )
     return torch.optim.Adam(parameters, lr=settings.lr, eps=settings.optimizer_eps, foreach=False)
+
+
+@pytest.mark.parametrize("poison", [None, math.nan, math.inf])
+def test_the_global_norm_is_torchs_total_norm(poison):
+    """The step's norm is `nn.utils.get_total_norm`'s bit for bit, a NaN or an infinity in
+    any gradient included (the non-finite guard reads it); no gradients give 0."""
+    generator = torch.Generator().manual_seed(0)
+    gradients = [
+        torch.randn(shape, generator=generator)
+        for shape in [(16, 4, 3, 3), (16,), (128, 1024), (6,)]
+    ]
+    if poison is not None:
+        gradients[2][5, 7] = poison
+    expected = nn.utils.get_total_norm(gradients)
+    assert torch.equal(global_norm(gradients), expected) or (
+        poison is math.nan and global_norm(gradients).isnan() and expected.isnan()
+    )
+    assert global_norm([]).item() == 0.0
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])
