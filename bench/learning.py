@@ -170,7 +170,22 @@ MARLLIB_SPREAD_IPPO = -33.3
 """MARLlib's IPPO (RLlib's PPO, one GRU policy shared by the agents) on simple_spread_v2:
 the shared policy's mean agent return over training episodes, the mean over its 4 seeds of
 the last 100 logged points (the last 250k of 20M env steps)."""
+CLEANRL_PPO = (
+    "CleanRL (Huang et al. 2022; docs.cleanrl.dev/rl-algorithms/ppo, ppo_continuous_action.py, "
+    "its benchmark tag pr-424), 1M env steps"
+)
+CLEANRL_HALFCHEETAH_PPO = 1442.6
+"""CleanRL's ppo_continuous_action.py on HalfCheetah-v4 at its 1M env steps: the mean of
+its seeds' average episodic returns (1442.64 +- 46.03), over its training episodes (actions
+sampled from the policy), which `halfcheetah_ppo`'s settings and network copy."""
 OTHER_PUBLISHED = {
+    ("ppo", "HalfCheetah"): (
+        CLEANRL_HALFCHEETAH_PPO,
+        CLEANRL_PPO,
+        "training episodes (sampled actions), HalfCheetah-v4 (v5 here: the same dynamics "
+        "and reward)",
+        "CleanRL's PPO, 1M env steps",
+    ),
     ("ppo", "simple_spread"): (
         round(MARLLIB_SPREAD_IPPO + SPREAD_V2_SELF_COLLISION, 1),
         MARLLIB,

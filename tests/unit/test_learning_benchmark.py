@@ -362,6 +362,17 @@ def test_the_mpe_preset_is_set_beside_marllibs_ippo_on_mpe2s_reward(learning):
     assert math.isnan(learning.published("appo", "simple_spread")[0])
 
 
+def test_halfcheetah_ppo_is_set_beside_cleanrls_ppo_whose_settings_it_copies(learning):
+    """The preset copies CleanRL's ppo_continuous_action.py; its figure is that script's,
+    on training episodes, and the SAC presets on the same env have none."""
+    value, source, differs = learning.published("ppo", "HalfCheetah")
+    assert value == 1442.6
+    assert source == learning.CLEANRL_PPO
+    assert "training episodes" in differs
+    assert learning.published_figure("ppo", "HalfCheetah") == "1442.6 (CleanRL's PPO, 1M env steps)"
+    assert math.isnan(learning.published("sac", "HalfCheetah")[0])
+
+
 def test_a_run_whose_schedules_span_its_budget_is_named_by_it(learning, tmp_path):
     """minatar_impala decays its learning rate over the budget, so one seed's runs to 1M and
     to 5M are two runs with two names (and two records); minatar_ppo's is one run,
