@@ -175,9 +175,10 @@ CLEANRL_PPO = (
     "its benchmark tag pr-424), 1M env steps"
 )
 CLEANRL_HALFCHEETAH_PPO = 1442.6
-"""CleanRL's ppo_continuous_action.py on HalfCheetah-v4 at its 1M env steps: the mean of
-its seeds' average episodic returns (1442.64 +- 46.03), over its training episodes (actions
-sampled from the policy), which `halfcheetah_ppo`'s settings and network copy."""
+"""CleanRL's ppo_continuous_action.py, the script whose settings and network
+`halfcheetah_ppo` copies, on HalfCheetah-v4 at its 1M env steps: the mean of its seeds'
+average episodic returns (1442.64 +- 46.03), over training episodes (actions sampled from
+the policy)."""
 OTHER_PUBLISHED = {
     ("ppo", "HalfCheetah"): (
         CLEANRL_HALFCHEETAH_PPO,
@@ -982,7 +983,9 @@ def results_page(rows: list[str], drawn: dict[str, tuple[str, list[Curves]]]) ->
         "  guide, not the same measurement. For `mpe_spread_ppo`, MARLlib's IPPO after 20M env",
         "  steps (training returns, 4 seeds) on PettingZoo 1.12's simple_spread_v2, put on",
         f"  mpe2's v3 reward: v2 charged each agent {SPREAD_V2_SELF_COLLISION:g} an episode for",
-        f"  colliding with itself ({MARLLIB_SPREAD_IPPO:g} there).",
+        f"  colliding with itself ({MARLLIB_SPREAD_IPPO:g} there). For `halfcheetah_ppo`,",
+        "  CleanRL's `ppo_continuous_action.py`, whose settings and network it copies, at 1M",
+        "  env steps on HalfCheetah-v4 (training returns, the mean over its seeds).",
         "",
         "How the presets' settings were chosen (every variant tried, the rows measured before",
         "the records, and the reading of them all) is in `bench/reports/learning.md`, which the",

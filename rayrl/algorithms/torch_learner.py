@@ -222,15 +222,23 @@ class TorchLearner(ABC):
 
 
 def global_norm(gradients: list[torch.Tensor]) -> torch.Tensor:
-    """The 2-norm of all of `gradients` together, as `nn.utils.get_total_norm` computes it.
+    """The 2-norm of all of `gradients` together: `nn.utils.get_total_norm`'s value.
 
-    On a CPU that function takes its per-tensor path, after grouping the tensors by device
-    and dtype on every call: bookkeeping that is about 40% of the call for a small
-    network's few tensors, paid once per optimizer step of an update that takes a
-    millisecond or two (`bench/reports/benchmarks.md`, "The learner in a run"). Elsewhere
-    (CUDA), its foreach kernel is kept: one launch for all the tensors."""
+    On a CPU that function calls `torch._foreach_norm`, whose CPU kernel loops
+    `linalg.vector_norm` over the tensors, and stacks their norms: the computation below,
+    which gives the same value bit for bit. Around it, on every call, it groups the tensors
+    by device and dtype and checks each tensor's type in Python: about 40% of the call for
+    a small network's few tensors, paid at every optimizer step of an update that takes a
+    few milliseconds (`bench/reports/benchmarks.md`, "The learner in a run"). Gradients on
+    another device (CUDA's foreach kernel) or of mixed dtypes (grouped, so stacked in
+    another order) go to torch's function."""
+    first = gradients[0] if gradients else None
     norm: torch.Tensor
-    if not gradients or gradients[0].device.type != "cpu":
+    if (
+        first is None
+        or first.device.type != "cpu"
+        or any(g.device != first.device or g.dtype != first.dtype for g in gradients)
+    ):
         norm = nn.utils.get_total_norm(gradients)
     else:
         norm = torch.linalg.vector_norm(
