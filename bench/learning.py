@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import logging
 import math
@@ -272,7 +273,7 @@ def protocols() -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for name in preset_names():
-        config = load_config(name)
+        config = shipped(name)
         env = config.env
         signal = ", ".join(
             text
@@ -315,9 +316,15 @@ def preset_of(variant: str) -> str:
     return variant.partition("+")[0]
 
 
+@functools.cache
+def shipped(preset: str) -> Config:
+    """The preset as shipped, read once: the report asks it of every record (hundreds)."""
+    return load_config(preset)
+
+
 def is_minatar(preset: str) -> bool:
     """Whether `preset` is a MinAtar one, trained on the games --games names."""
-    return load_config(preset).env.id.startswith("MinAtar/")
+    return shipped(preset).env.id.startswith("MinAtar/")
 
 
 def game_of(env_id: str) -> str:
@@ -332,7 +339,7 @@ def game_of(env_id: str) -> str:
 
 def own_game(preset: str) -> str:
     """The game of the preset's own env (Breakout for the MinAtar presets)."""
-    return game_of(load_config(preset).env.id)
+    return game_of(shipped(preset).env.id)
 
 
 def games_of(preset: str, games: list[str] | None) -> list[str]:
@@ -344,7 +351,7 @@ def games_of(preset: str, games: list[str] | None) -> list[str]:
     own = own_game(preset)
     if games and games != [own]:
         raise SystemExit(
-            f"{preset} trains on its own env ({load_config(preset).env.id}, {own} in run "
+            f"{preset} trains on its own env ({shipped(preset).env.id}, {own} in run "
             "names) only: leave --games out"
         )
     return [own]
@@ -353,7 +360,7 @@ def games_of(preset: str, games: list[str] | None) -> list[str]:
 def game_env_id(preset: str, game: str) -> str:
     """The env id of `preset`'s runs on `game`: MinAtar/<game>-v1 for a MinAtar preset, the
     preset's own for any other."""
-    return f"MinAtar/{game}-v1" if is_minatar(preset) else load_config(preset).env.id
+    return f"MinAtar/{game}-v1" if is_minatar(preset) else shipped(preset).env.id
 
 
 def game_overrides(preset: str, game: str) -> list[str]:
@@ -546,11 +553,7 @@ def stale_settings(record: dict) -> list[str]:
         *game_overrides(preset_of(record["variant"]), record["game"]),
         f"run.total_env_steps={record['planned_env_steps']}",
     ]
-    now = settings(
-        config_to_dict(
-            load_config(preset_of(record["variant"]), [*record["overrides"], *run_of_record])
-        )
-    )
+    now = settings_now(preset_of(record["variant"]), (*record["overrides"], *run_of_record))
     # the record's own settings, under today's names (`rayrl.renamed_keys`), with the
     # defaults of the fields it predates
     recorded = settings(config_to_dict(saved_config(undotted(record["settings"]))))
@@ -559,6 +562,13 @@ def stale_settings(record: dict) -> list[str]:
         for key, then in sorted(recorded.items())
         if now.get(key) != then and key not in SPEED_ONLY
     ]
+
+
+@functools.cache
+def settings_now(preset: str, overrides: tuple[str, ...]) -> dict[str, object]:
+    """The settings `preset` with `overrides` trains with now, read once for the records
+    that share them (a game's seeds)."""
+    return settings(config_to_dict(load_config(preset, list(overrides))))
 
 
 def rounded(value: float | None) -> float | None:
@@ -700,7 +710,7 @@ def nearest_runs(found: list[tuple[dict, RunFigures]]) -> list[tuple[dict, RunFi
 
 def algorithm_of(variant: str) -> str:
     """The algorithm of a variant's preset (`dqn`, `impala`, `ppo`, `sac`)."""
-    return load_config(preset_of(variant)).algorithm.name
+    return shipped(preset_of(variant)).algorithm.name
 
 
 def table_rows(groups: dict[tuple[str, str], list[dict]]) -> dict[tuple[str, str, int], str]:
@@ -807,6 +817,19 @@ def shipped_runs(members: list[dict], budget: int) -> tuple[int, list[tuple[dict
     return budget, []
 
 
+def short_of_budget(runs: list[RunFigures], budget: int) -> str:
+    """The env steps of a row measured short of its preset's `budget` (one that takes hours
+    a seed on the hardware it ran on), with the runs' pace there (the mean over the seeds
+    of env steps per second of the run's clock, start-up included) and the time the whole
+    budget would take at that pace: what the full result costs on that hardware."""
+    steps = min(f.env_steps for f in runs)
+    pace = statistics.mean(f.env_steps / f.wall_s for f in runs)
+    return (
+        f"{steps:,} (budget {budget:,}: about {duration(budget / pace)} a seed at "
+        f"{pace:,.0f} env steps/s)"
+    )
+
+
 def duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
@@ -862,7 +885,7 @@ def results(
     readme_rows: list[str] = []
     drawn: dict[str, tuple[str, list[Curves]]] = {}
     for preset in preset_names():
-        config = load_config(preset)
+        config = shipped(preset)
         budget = config.run.total_env_steps
         for game in result_games(preset):
             env = f"`{game_env_id(preset, game)}`"
@@ -881,7 +904,7 @@ def results(
                 continue
             runs = [f for _, f in found]
             steps = min(f.env_steps for f in runs)
-            reached = f"{steps:,}" if at == budget else f"{steps:,} (budget {budget:,})"
+            reached = f"{steps:,}" if at == budget else short_of_budget(runs, budget)
             machines = sorted({r.get("machine") or "unknown" for r, _ in found})
             seeds = [r["seed"] for r, _ in found]
             returns = mean_std([f.final_eval for f in runs])
@@ -970,6 +993,10 @@ def results_page(rows: list[str], drawn: dict[str, tuple[str, list[Curves]]]) ->
         "  (a run recorded before that evaluation was made: its last evaluation, over the",
         "  preset's `run.eval_episodes`), mean ± standard deviation across the seeds. The",
         "  *acting* column says how the policy acts in its evaluations (the preset's protocol).",
+        "- **env steps**: a row short of its preset's budget (a budget of many hours a seed",
+        "  on the hardware named) shows the longest budget measured, labelled with the",
+        "  preset's, the runs' pace (env steps per second of the run's clock, start-up",
+        "  included) and the time the whole budget would take a seed at that pace.",
         "- **wall time**: one seed's run, the mean over the seeds; a run may have shared its",
         "  machine with another.",
         "- **to target**: for a preset that ships a `run.target_return` (at which a user's run",
@@ -1173,7 +1200,7 @@ def main() -> None:
         variant = variant_name(args.preset, args.label)
         games = games_of(args.preset, args.games)
         env_steps = args.env_steps or (
-            1_000_000 if is_minatar(args.preset) else load_config(args.preset).run.total_env_steps
+            1_000_000 if is_minatar(args.preset) else shipped(args.preset).run.total_env_steps
         )
         for game in games:
             for seed in args.seeds:

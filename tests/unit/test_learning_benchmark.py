@@ -534,7 +534,8 @@ def test_the_results_show_every_shipped_preset_as_shipped_and_the_studies_the_re
     impala_budget = load_config("minatar_impala").run.total_env_steps
     assert (
         "| `minatar_impala` | `MinAtar/Breakout-v1` | 11.0 | sampled | 1 | "
-        f"1,000,000 (budget {impala_budget:,}) | 10 min | - | m | 17 (AC(lambda), not IMPALA) | "
+        f"1,000,000 (budget {impala_budget:,}: about {impala_budget / 1e6 * 10:.0f} min a seed "
+        "at 1,667 env steps/s) | 10 min | - | m | 17 (AC(lambda), not IMPALA) | "
         "`python bench/learning.py --preset minatar_impala --games Breakout --seeds 0 "
         "--env-steps 1000000` |" in rows
     )
@@ -624,3 +625,36 @@ def test_a_preset_of_another_family_trains_on_its_own_env(learning, tmp_path, mo
         learning.command("pendulum_sac", [], ["Pendulum"], [0, 1, 2], 40_000)
         == "python bench/learning.py --preset pendulum_sac --seeds 0 1 2 --env-steps 40000"
     )
+
+
+def test_the_committed_pages_are_what_the_kept_records_give(learning, tmp_path, monkeypatch):
+    """docs/results.md, bench/reports/learning.md, the README's presets table and the curves'
+    names are what `bench/learning.py --report` writes from the committed records: a change
+    that adds or changes a preset, or a record, without rewriting them fails here (a preset
+    changed under its records stops the report and names them)."""
+    from tests.conftest import REPO
+
+    readme = tmp_path / "README.md"
+    readme.write_text((REPO / "README.md").read_text())
+    results = tmp_path / "results.md"
+    curves = tmp_path / "results"
+    studies = tmp_path / "bench" / "reports" / "learning.md"
+    monkeypatch.setattr(learning, "README", readme)
+    monkeypatch.setattr(learning, "RESULTS", results)
+    monkeypatch.setattr(learning, "CURVES", curves)
+    monkeypatch.setattr(learning, "STUDIES", studies)
+    monkeypatch.setattr(learning, "small_figure", lambda drawn: None)
+    monkeypatch.setattr(learning, "save_png", lambda figure, path: path.write_text(""))
+
+    learning.report(tmp_path / "no runs")
+
+    rewrite = "rewrite them with `python bench/learning.py --report`"
+    assert results.read_text() == (REPO / "docs" / "results.md").read_text(), rewrite
+    assert readme.read_text() == (REPO / "README.md").read_text(), rewrite
+    committed_studies = (REPO / "bench" / "reports" / "learning.md").read_text()
+    # the studies page links the curves relative to itself: the same folder, one level up
+    assert studies.read_text().replace("../../results/", "../../docs/results/") == (
+        committed_studies
+    ), rewrite
+    shown = {p.name for p in (REPO / "docs" / "results").glob("*.png")}
+    assert {p.name for p in curves.iterdir()} == shown, rewrite
