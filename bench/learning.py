@@ -629,6 +629,9 @@ class RunFigures:
     final_training: float
     learner_share: float
     """Fraction of the run's wall time its learner spent in optimization steps."""
+    pace: float
+    """Env steps per second of the run's clock over its second half: past its start-up and
+    a replay's warm-up, the pace the rest of a longer budget would go at."""
 
 
 SLACK = 1.01
@@ -652,6 +655,14 @@ def figures(record: dict, budget: int) -> RunFigures | None:
     final = expand([record["final_eval"]], EVALS)[0] if record.get("final_eval") else None
     if final and final["env_steps"] == evals[-1]["env_steps"]:
         evals[-1] = final  # the same weights, on FINAL_EPISODES episodes
+    timed = [r for r in metrics if "run/wall_s" in r]
+    half = next((r for r in timed if r["env_steps"] >= timed[-1]["env_steps"] / 2), None)
+    if half is not None and timed[-1]["run/wall_s"] > half["run/wall_s"]:
+        pace = (timed[-1]["env_steps"] - half["env_steps"]) / (
+            timed[-1]["run/wall_s"] - half["run/wall_s"]
+        )
+    else:  # too short a run to have two rows in its second half
+        pace = timed[-1]["env_steps"] / timed[-1]["run/wall_s"] if timed else math.nan
     training = [r["worker/episode_return"] for r in metrics if "worker/episode_return" in r]
     utilization = [r["learner/utilization"] for r in metrics if "learner/utilization" in r]
     return RunFigures(
@@ -661,6 +672,7 @@ def figures(record: dict, budget: int) -> RunFigures | None:
         final_eval_se=standard_error_of_episodes(evals[-1]),
         final_training=statistics.mean(training[-10:]) if training else math.nan,
         learner_share=statistics.mean(utilization) if utilization else math.nan,
+        pace=pace,
     )
 
 
@@ -819,14 +831,14 @@ def shipped_runs(members: list[dict], budget: int) -> tuple[int, list[tuple[dict
 
 def short_of_budget(runs: list[RunFigures], budget: int) -> str:
     """The env steps of a row measured short of its preset's `budget` (one that takes hours
-    a seed on the hardware it ran on), with the runs' pace there (the mean over the seeds
-    of env steps per second of the run's clock, start-up included) and the time the whole
-    budget would take at that pace: what the full result costs on that hardware."""
+    a seed on the hardware it ran on), with the runs' pace (`RunFigures.pace`, the mean
+    over the seeds) and the time the whole budget would take a seed: its time so far and
+    the rest at its pace. What the full result costs on that hardware."""
     steps = min(f.env_steps for f in runs)
-    pace = statistics.mean(f.env_steps / f.wall_s for f in runs)
+    pace = statistics.mean(f.pace for f in runs)
+    whole = statistics.mean(f.wall_s + (budget - f.env_steps) / f.pace for f in runs)
     return (
-        f"{steps:,} (budget {budget:,}: about {duration(budget / pace)} a seed at "
-        f"{pace:,.0f} env steps/s)"
+        f"{steps:,} (budget {budget:,}: about {duration(whole)} a seed at {pace:,.0f} env steps/s)"
     )
 
 
@@ -995,8 +1007,9 @@ def results_page(rows: list[str], drawn: dict[str, tuple[str, list[Curves]]]) ->
         "  *acting* column says how the policy acts in its evaluations (the preset's protocol).",
         "- **env steps**: a row short of its preset's budget (a budget of many hours a seed",
         "  on the hardware named) shows the longest budget measured, labelled with the",
-        "  preset's, the runs' pace (env steps per second of the run's clock, start-up",
-        "  included) and the time the whole budget would take a seed at that pace.",
+        "  preset's, the runs' pace over their second half (env steps per second of the",
+        "  run's clock, past start-up and a replay's warm-up) and the time the whole budget",
+        "  would take a seed: the time so far and the rest at that pace.",
         "- **wall time**: one seed's run, the mean over the seeds; a run may have shared its",
         "  machine with another.",
         "- **to target**: for a preset that ships a `run.target_return` (at which a user's run",

@@ -451,6 +451,26 @@ def test_a_row_takes_each_seeds_run_planned_nearest_its_budget(learning):
     assert at_5m[2:5] == ["2", "5,000,000", "25.0 ± 7.1"]
 
 
+def test_a_row_short_of_its_budget_costs_the_rest_at_its_second_halfs_pace(learning):
+    """A run to 200k of a 2M budget, its first 100k fast (start-up, a replay's warm-up) and
+    then 100 env steps/s: the row says 100 env steps/s and the whole budget's time as the
+    time so far and the rest at that pace, not at the run's average."""
+    run = record(learning, planned=200_000, evals=[(200_000, 5.0)])
+    metrics = [
+        {"env_steps": s, "run/wall_s": 20 * s / 100_000 if s <= 100_000 else 20 + (s - 1e5) / 100}
+        for s in range(50_000, 200_001, 50_000)
+    ]
+    run["metrics"] = learning.columns(metrics, learning.METRICS)
+
+    found = learning.figures(run, 200_000)
+
+    assert found.pace == pytest.approx(100.0)
+    # 1,020 s so far, 1.8M env steps more at 100 a second: 19,020 s
+    assert learning.short_of_budget([found], 2_000_000) == (
+        "200,000 (budget 2,000,000: about 5.3 h a seed at 100 env steps/s)"
+    )
+
+
 def test_the_results_show_every_shipped_preset_as_shipped_and_the_studies_the_rest(
     learning, tmp_path, monkeypatch
 ):
