@@ -655,14 +655,6 @@ def figures(record: dict, budget: int) -> RunFigures | None:
     final = expand([record["final_eval"]], EVALS)[0] if record.get("final_eval") else None
     if final and final["env_steps"] == evals[-1]["env_steps"]:
         evals[-1] = final  # the same weights, on FINAL_EPISODES episodes
-    timed = [r for r in metrics if "run/wall_s" in r]
-    half = next((r for r in timed if r["env_steps"] >= timed[-1]["env_steps"] / 2), None)
-    if half is not None and timed[-1]["run/wall_s"] > half["run/wall_s"]:
-        pace = (timed[-1]["env_steps"] - half["env_steps"]) / (
-            timed[-1]["run/wall_s"] - half["run/wall_s"]
-        )
-    else:  # too short a run to have two rows in its second half
-        pace = timed[-1]["env_steps"] / timed[-1]["run/wall_s"] if timed else math.nan
     training = [r["worker/episode_return"] for r in metrics if "worker/episode_return" in r]
     utilization = [r["learner/utilization"] for r in metrics if "learner/utilization" in r]
     return RunFigures(
@@ -672,8 +664,22 @@ def figures(record: dict, budget: int) -> RunFigures | None:
         final_eval_se=standard_error_of_episodes(evals[-1]),
         final_training=statistics.mean(training[-10:]) if training else math.nan,
         learner_share=statistics.mean(utilization) if utilization else math.nan,
-        pace=pace,
+        pace=second_half_pace(metrics),
     )
+
+
+def second_half_pace(metrics: list[dict]) -> float:
+    """Env steps per second of the run's clock from its last metrics row at or before half
+    its env steps to its last row (from its start where no row is that early); NaN
+    without a timed row or time between them."""
+    timed = [r for r in metrics if "run/wall_s" in r]
+    if not timed:
+        return math.nan
+    last = timed[-1]
+    early = [r for r in timed[:-1] if r["env_steps"] <= last["env_steps"] / 2]
+    steps, wall = (early[-1]["env_steps"], early[-1]["run/wall_s"]) if early else (0, 0.0)
+    elapsed = last["run/wall_s"] - wall
+    return (last["env_steps"] - steps) / elapsed if elapsed > 0 else math.nan
 
 
 def standard_error_of_episodes(evaluation: dict) -> float:
@@ -830,15 +836,19 @@ def shipped_runs(members: list[dict], budget: int) -> tuple[int, list[tuple[dict
 
 
 def short_of_budget(runs: list[RunFigures], budget: int) -> str:
-    """The env steps of a row measured short of its preset's `budget` (one that takes hours
-    a seed on the hardware it ran on), with the runs' pace (`RunFigures.pace`, the mean
-    over the seeds) and the time the whole budget would take a seed: its time so far and
-    the rest at its pace. What the full result costs on that hardware."""
+    """The env steps of a row whose runs stopped short of its preset's `budget`, with the
+    time the whole budget would take a seed on the hardware they ran on (each seed's time so
+    far and the rest at its `RunFigures.pace`, the mean over the seeds) and that pace (the
+    mean over the seeds); the budget alone where no seed has a pace."""
     steps = min(f.env_steps for f in runs)
-    pace = statistics.mean(f.pace for f in runs)
-    whole = statistics.mean(f.wall_s + (budget - f.env_steps) / f.pace for f in runs)
+    paced = [f for f in runs if f.pace > 0]  # NaN compares False
+    if not paced:
+        return f"{steps:,} (budget {budget:,})"
+    pace = statistics.mean(f.pace for f in paced)
+    whole = statistics.mean(f.wall_s + (budget - f.env_steps) / f.pace for f in paced)
     return (
-        f"{steps:,} (budget {budget:,}: about {duration(whole)} a seed at {pace:,.0f} env steps/s)"
+        f"{steps:,} (budget {budget:,}: about {duration(whole)} a seed here, at "
+        f"{pace:,.0f} env steps/s)"
     )
 
 
@@ -1005,11 +1015,14 @@ def results_page(rows: list[str], drawn: dict[str, tuple[str, list[Curves]]]) ->
         "  (a run recorded before that evaluation was made: its last evaluation, over the",
         "  preset's `run.eval_episodes`), mean ± standard deviation across the seeds. The",
         "  *acting* column says how the policy acts in its evaluations (the preset's protocol).",
-        "- **env steps**: a row short of its preset's budget (a budget of many hours a seed",
-        "  on the hardware named) shows the longest budget measured, labelled with the",
-        "  preset's, the runs' pace over their second half (env steps per second of the",
-        "  run's clock, past start-up and a replay's warm-up) and the time the whole budget",
-        "  would take a seed: the time so far and the rest at that pace.",
+        "- **env steps**: a row whose runs stopped short of the preset's budget (a budget too",
+        "  long for the hardware named) shows the env steps they reached, the preset's",
+        "  budget, the time that budget would take a seed on that hardware (each seed's time",
+        "  so far and the rest at its pace over its second half, past start-up and a replay's",
+        "  warm-up) and that pace, each the mean over the seeds. A machine shared with another",
+        "  run (*wall time*) makes both slower than alone. Pong's budgets and the MinAtar",
+        "  paper's DQN are sized for a GPU learner: their rows on 2 CPUs are CPU figures,",
+        "  their pace what a CPU gives (`docs/performance.md` times a GPU learner).",
         "- **wall time**: one seed's run, the mean over the seeds; a run may have shared its",
         "  machine with another.",
         "- **to target**: for a preset that ships a `run.target_return` (at which a user's run",
