@@ -647,7 +647,9 @@ def figures(record: dict, budget: int) -> RunFigures | None:
         budget / SLACK <= record["planned_env_steps"] <= budget * SLACK
     ):
         return None
-    limit = budget * SLACK
+    # a run planned for this budget stopped at its end, however far its last chunks went
+    # past it (a short budget's 1% is less than a round of chunks)
+    limit = math.inf if record["planned_env_steps"] == budget else budget * SLACK
     metrics = [r for r in expand(record["metrics"], METRICS) if r["env_steps"] <= limit]
     evals = [r for r in expand(record["evals"], EVALS) if r["env_steps"] <= limit]
     if not evals or evals[-1]["env_steps"] < budget / SLACK or "eval/return_mean" not in evals[-1]:

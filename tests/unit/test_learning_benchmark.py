@@ -118,6 +118,18 @@ def test_a_run_whose_schedules_span_its_budget_counts_only_at_that_budget(learni
     assert learning.figures(run, 2_000_000).final_eval == 9
 
 
+def test_a_run_planned_for_a_short_budget_counts_there_past_its_slack(learning):
+    """A 50k run whose last round of chunks ended at 50,560 env steps (more than 1% past
+    its budget) is the run of that budget: its row takes its evaluation there."""
+    run = record(learning, planned=50_000, scheduled=True, evals=[(50_560, -21.0)])
+    run["metrics"] = learning.columns(
+        [{"env_steps": 25_280, "run/wall_s": 60.0}, {"env_steps": 50_560, "run/wall_s": 120.0}],
+        learning.METRICS,
+    )
+    found = learning.figures(run, 50_000)
+    assert (found.env_steps, found.final_eval, found.wall_s) == (50_560, -21.0, 120.0)
+
+
 def test_records_replace_the_earlier_rows_of_their_budget_only(learning, tmp_path, monkeypatch):
     earlier = tmp_path / "earlier.md"
     earlier.write_text(
