@@ -1,9 +1,9 @@
-"""Comments and docstrings under `rayrl/` explain the code as it is. A date, an issue number
-or a commit hash in one is lab history: what was measured or decided on a day, for one
-change, which reads as current long after the code or the figures have moved on. History
-is `git log`'s; figures live in the pages kept current (`docs/performance.md` for speed,
-`docs/results.md` for what each preset learns, `bench/reports/` for the studies behind
-them), to which a comment points instead of quoting them.
+"""Comments and docstrings under `rayrl/` explain the code as it is. A date, an issue number,
+a commit hash or one day's timing in one is lab history: what was measured or decided on a
+day, for one change, which reads as current long after the code or the figures have moved
+on. History is `git log`'s; figures live in the pages kept current (`docs/performance.md`
+for speed, `docs/results.md` for what each preset learns, `bench/reports/` for the studies
+behind them), to which a comment points instead of quoting them.
 
 The scan fails, naming the file and line, on any of these in a comment under `rayrl/` (a
 Python comment or docstring, a YAML comment, any line of a Markdown or text file):
@@ -12,7 +12,9 @@ Python comment or docstring, a YAML comment, any line of a Markdown or text file
 - "issue <number>" (or "issues #<number>");
 - a commit-hash-like token: 7 to 40 lowercase hex digits, at least one a digit and one a
   letter (plain numbers such as 1000000, versions such as 2.60 and words such as "effaced"
-  are not hashes).
+  are not hashes);
+- one day's timing: a figure set against another ("0.31 ms against 0.61 ms", "263 vs 301
+  updates/s"), which is a measurement, true of one machine on one day.
 
 Code is not scanned: a string the program uses (a hex digest, a version, a date format) is
 not a note."""
@@ -37,6 +39,9 @@ MARKS = {
     "an issue number": re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE),
     "a commit hash": re.compile(
         r"(?<![0-9A-Za-z_])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![0-9A-Za-z_])"
+    ),
+    "a timing": re.compile(
+        r"(?<![\w.])\d[\d.,]*(?:\s?(?:ms|us|s|x|%))?\s+(?:against|vs\.?|versus)\s+\d", re.IGNORECASE
     ),
 }
 """What marks a note as history, by what it is called in a failure."""
@@ -97,7 +102,7 @@ def package_files() -> list[Path]:
     )
 
 
-def test_comments_in_rayrl_carry_no_dates_issue_numbers_or_commit_hashes():
+def test_comments_in_rayrl_carry_no_dates_issue_numbers_commit_hashes_or_timings():
     files = package_files()
     assert len(files) > 50  # the scan saw the package
     assert PACKAGE / "configs" / "cartpole_dqn.yaml" in files  # and its presets
@@ -121,10 +126,11 @@ DIGEST = "5f06ab9e"  # a digest in code is the program's
 RELEASED = "2026-12-02"
 STEPS = 1_000_000  # 1000000 steps, Ray 2.60, float64, sha256, 0x1f2e3d4c, effaced, 84x84
 LAG = 1  # as Issue #7 says
+COST = 2  # 0.31 ms against 0.61 ms; 263 vs 301 updates/s; 1.5x versus 2
 
 
 def f() -> None:
-    """Fine: 3e-4, 2.5e-4, 10-25 s, 19-26, 2026-13-01, issues with 5 seeds."""
+    """Fine: 3e-4, 2.5e-4, 10-25 s, 19-26, 2026-13-01, issues with 5 seeds, v2 against v1."""
     # f06ab95c0d was the fix
 '''
 
@@ -143,7 +149,10 @@ def test_the_scan_finds_what_is_planted_and_nothing_else():
         (1, "an issue number"),
         (1, "a commit hash"),
         (5, "an issue number"),
-        (10, "a commit hash"),
+        (6, "a timing"),
+        (6, "a timing"),
+        (6, "a timing"),
+        (11, "a commit hash"),
     ]
     assert [text for _, _, text in lab_notes(PLANTED_PYTHON, ".py")][:3] == [
         "2026-12-02",
