@@ -213,7 +213,7 @@ class LearnerService(Identified):
 
     def _train(self, num_updates: int) -> tuple[LearnerReport, ModelInfo]:
         start = time.perf_counter()
-        update_s = 0.0
+        update_s = update_cpu_s = 0.0
         metrics: dict[str, list[float]] = defaultdict(list)
         indices, priorities = [], []
         done = 0
@@ -223,10 +223,11 @@ class LearnerService(Identified):
                 batch = None  # a peer's store was stopped: all stop, none waits in all-reduce
             if batch is None:  # the store was stopped: the run is ending
                 break
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.thread_time()
             result = self._learner.update(batch)
             self._now(WORKING)  # progress
             update_s += time.perf_counter() - t0
+            update_cpu_s += time.thread_time() - cpu0
             done += 1
             for key, value in result.metrics.items():
                 metrics[key].append(value)
@@ -236,7 +237,10 @@ class LearnerService(Identified):
         if indices:  # one message per call, not per update; nobody waits for it
             self.store.update_priorities.remote(np.concatenate(indices), np.concatenate(priorities))
         if done:
+            # an update's wall time, and the CPU time its thread had in it: wall above CPU is
+            # time the thread waited for a core (other processes on it), not slower code
             metrics["learner/update_ms"] = [1000 * update_s / done]
+            metrics["learner/update_cpu_ms"] = [1000 * update_cpu_s / done]
         report = LearnerReport(
             updates=done,
             total_updates=self._learner.updates,

@@ -123,6 +123,13 @@ def test_async_dqn_reaches_the_threshold_with_the_learner_on_the_gpu_node(ray_cl
     assert "weight sync" in result.summary
     assert result.summary.startswith("start-up: ")
     assert result.headline["startup_actors_s"] > 0  # the actors' processes started
+    # each update's wall time, and the part of it its thread computed
+    timed = [
+        row for row in read_jsonl(result.run_dir / "metrics.jsonl") if "learner/update_ms" in row
+    ]
+    assert timed
+    for row in timed:
+        assert 0 < row["learner/update_cpu_ms"] <= row["learner/update_ms"] * 1.05 + 0.05, row
 
 
 def test_killed_learner_is_restored_from_its_checkpoint(ray_cluster, tmp_path, caplog):
