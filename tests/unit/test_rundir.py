@@ -18,8 +18,9 @@ def config(runs_dir, *overrides: str):
 
 
 def create_run(runs_dir: str, start, created) -> None:
-    """In a separate process: wait for the start signal, then create an unnamed run."""
-    start.wait()
+    """In a separate process: wait until every process is ready, then create an unnamed
+    run."""
+    start.wait(timeout=600)  # one that died breaks the barrier for the others
     created.put(str(RunDirectory.create(config(runs_dir), "cartpole-dqn").root))
 
 
@@ -27,14 +28,15 @@ def test_runs_started_at_once_get_a_directory_each(tmp_path):
     """Four processes create unnamed runs at the same instant (the same second, the same
     name): each gets its own directory."""
     context = multiprocessing.get_context("spawn")
-    start, created = context.Event(), context.Queue()
+    start, created = context.Barrier(4), context.Queue()  # all four create at once
     procs = [
         context.Process(target=create_run, args=(str(tmp_path), start, created)) for _ in range(4)
     ]
     for proc in procs:
         proc.start()
-    start.set()
-    roots = {created.get(timeout=60) for _ in procs}
+    # each process is a cold start that imports torch (this module's imports): seconds on
+    # an idle machine, over a minute on a loaded 2-core one, which a shorter wait failed on
+    roots = {created.get(timeout=600) for _ in procs}
     for proc in procs:
         proc.join(timeout=60)
     assert len(roots) == 4
