@@ -237,8 +237,10 @@ class LearnerService(Identified):
         if indices:  # one message per call, not per update; nobody waits for it
             self.store.update_priorities.remote(np.concatenate(indices), np.concatenate(priorities))
         if done:
-            # an update's wall time, and the CPU time its thread had in it: wall above CPU is
-            # time the thread waited for a core (other processes on it), not slower code
+            # an update's wall time, and the CPU time of the thread that ran it: for a CPU
+            # learner on one torch thread, wall above CPU is time the thread waited for a
+            # core (other processes, or its interpreter lock held by the actor's other
+            # threads), not slower code; torch's other threads and a GPU's time are not in it
             metrics["learner/update_ms"] = [1000 * update_s / done]
             metrics["learner/update_cpu_ms"] = [1000 * update_cpu_s / done]
         report = LearnerReport(

@@ -19,9 +19,12 @@ def config(runs_dir, *overrides: str):
 
 def create_run(runs_dir: str, start, created) -> None:
     """In a separate process: wait until every process is ready, then create an unnamed
-    run."""
-    start.wait(timeout=600)  # one that died breaks the barrier for the others
-    created.put(str(RunDirectory.create(config(runs_dir), "cartpole-dqn").root))
+    run; put its directory's name, or what failed, on `created`."""
+    try:
+        start.wait(timeout=600)
+        created.put(str(RunDirectory.create(config(runs_dir), "cartpole-dqn").root))
+    except Exception as error:  # the parent says what failed, rather than time out
+        created.put(f"failed: {error!r}")
 
 
 def test_runs_started_at_once_get_a_directory_each(tmp_path):
@@ -30,15 +33,17 @@ def test_runs_started_at_once_get_a_directory_each(tmp_path):
     context = multiprocessing.get_context("spawn")
     start, created = context.Barrier(4), context.Queue()  # all four create at once
     procs = [
-        context.Process(target=create_run, args=(str(tmp_path), start, created)) for _ in range(4)
+        context.Process(target=create_run, args=(str(tmp_path), start, created), daemon=True)
+        for _ in range(4)
     ]
     for proc in procs:
         proc.start()
     # each process is a cold start that imports torch (this module's imports): seconds on
     # an idle machine, over a minute on a loaded 2-core one, which a shorter wait failed on
-    roots = {created.get(timeout=600) for _ in procs}
+    roots = {created.get(timeout=660) for _ in procs}
     for proc in procs:
         proc.join(timeout=60)
+    assert not [root for root in roots if root.startswith("failed")], roots
     assert len(roots) == 4
     for root in roots:
         assert (tmp_path / root).joinpath("config.yaml").is_file()
